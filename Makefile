@@ -1,0 +1,60 @@
+# fleetnap — every target does its own set-up (idempotent, cached under .venv and .cache).
+#
+#   make demo       set up, boot the virtual power lab, run the main job on it
+#   make test       set up, lint, unit tests, lab tests
+#   make test-unit  the fast part (no lab)
+#   make lint       ansible-lint (production profile) + ansible-doc for every module
+#   make lab-up | lab-down | lab-status
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# Debian 12's Python: what an operator's controller has (not a pyenv shim).
+PYTHON ?= /usr/bin/python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+CACHE := .cache
+ARTIFACTS ?= artifacts
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+# Debian packages the tests and the lab need (installed once, then cached by a stamp).
+DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs
+
+PYTEST_UNIT := $(BIN)/pytest -q -p no:cacheprovider tests/unit tests/modules
+
+.PHONY: help setup deps venv test test-unit lint demo
+
+help:
+	@sed -n '2,9p' Makefile
+
+setup: deps venv
+
+deps: $(CACHE)/deb.stamp
+$(CACHE)/deb.stamp: Makefile
+	@mkdir -p $(CACHE)
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@touch $@
+
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: requirements.txt | $(CACHE)/deb.stamp
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+test-unit: setup
+	$(PYTEST_UNIT)
+
+lint: setup
+	$(BIN)/ansible-lint --profile production --strict .
+	@for m in library/*.py; do n=$$(basename $$m .py); \
+	  $(BIN)/ansible-doc -M library $$n >/dev/null || { echo "ansible-doc failed for $$n"; exit 1; }; \
+	done; echo "ansible-doc: all modules render"
+
+test: setup lint test-unit

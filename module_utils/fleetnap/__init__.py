@@ -1,0 +1,1 @@
+# fleetnap shared code for modules. Standard library only: this runs on targets.

@@ -1,0 +1,279 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cpuidle model: what a host's idle states are, and which of them a latency budget allows.
+
+Declared vs measured vs effective exit latency:
+
+- *declared* is what the driver puts in ``stateN/latency`` (intel_idle's tables, ACPI _CST):
+  an estimate. The C-state wake-latency thesis measured 15-19 us where 1-2 us was declared.
+- *measured* is the worst case a measurement playbook (or the operator) recorded for that state.
+- *effective* is what the gate compares with the budget: the measured worst case when there is
+  one, else declared x margin. With ``combine='worst'`` it is the larger of the two.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from ansible.module_utils.fleetnap.cpulist import CpuListError, format_cpulist, parse_cpulist
+
+CPU_DIR = "/sys/devices/system/cpu"
+STATE_RE = re.compile(r"^state(\d+)$")
+CPU_RE = re.compile(r"^cpu(\d+)$")
+POLL = "POLL"
+
+# Kernel command line options that take C-state control away from sysfs (or from us).
+CMDLINE_CONFLICTS = {
+    "intel_idle.max_cstate": "limits intel_idle's deepest state at boot",
+    "processor.max_cstate": "limits acpi_idle's deepest state at boot",
+    "intel_idle.states_off": "disables intel_idle states at boot",
+    "idle": "idle= overrides the cpuidle driver (poll/halt/nomwait)",
+    "cpuidle.off": "cpuidle.off=1 turns the cpuidle framework off",
+    "cpuidle.governor": "forces a cpuidle governor",
+}
+
+
+class CpuidleError(ValueError):
+    """Bad input or a host that cannot do what was asked; the message says which and how to fix."""
+
+
+def _state_fields(fs, sdir):
+    latency = fs.read_int(sdir + "/latency")
+    residency = fs.read_int(sdir + "/residency")
+    disable = fs.read_int(sdir + "/disable")
+    return {
+        "name": fs.read(sdir + "/name", ""),
+        "desc": fs.read(sdir + "/desc", ""),
+        "latency_us": latency,
+        "residency_us": residency,
+        "disable": disable,
+        "default_status": fs.read(sdir + "/default_status"),
+        "usage": fs.read_int(sdir + "/usage"),
+        "time_us": fs.read_int(sdir + "/time"),
+    }
+
+
+def read_model(fs):
+    """Read the cpuidle part of sysfs into a plain dict (JSON-ready)."""
+    if not fs.isdir(CPU_DIR):
+        raise CpuidleError("%s does not exist: is sysfs mounted, or is sysfs_root (%s) right?"
+                           % (fs.path(CPU_DIR), fs.root))
+    try:
+        present = parse_cpulist(fs.read(CPU_DIR + "/present", ""))
+        online = parse_cpulist(fs.read(CPU_DIR + "/online", ""))
+    except CpuListError as exc:
+        raise CpuidleError("cannot parse the CPU list under %s: %s" % (fs.path(CPU_DIR), exc))
+    if not present:
+        present = sorted(int(m.group(1)) for m in (CPU_RE.match(n) for n in fs.listdir(CPU_DIR)) if m)
+    if not fs.read(CPU_DIR + "/online"):
+        online = list(present)
+    driver = fs.read(CPU_DIR + "/cpuidle/current_driver")
+    if driver in ("", "none"):
+        driver = None
+    governor = fs.read(CPU_DIR + "/cpuidle/current_governor") or fs.read(CPU_DIR + "/cpuidle/current_governor_ro")
+    available = (fs.read(CPU_DIR + "/cpuidle/available_governors") or "").split()
+    online_set = set(online)
+    cpus = []
+    for cpu in present:
+        cdir = "%s/cpu%d" % (CPU_DIR, cpu)
+        states = []
+        for entry in fs.listdir(cdir + "/cpuidle"):
+            match = STATE_RE.match(entry)
+            if not match:
+                continue
+            state = _state_fields(fs, "%s/cpuidle/%s" % (cdir, entry))
+            state["index"] = int(match.group(1))
+            states.append(state)
+        states.sort(key=lambda s: s["index"])
+        qos_text = fs.read(cdir + "/power/pm_qos_resume_latency_us")
+        if qos_text is None:
+            qos = None
+        elif qos_text.isdigit():
+            qos = int(qos_text)
+        else:
+            qos = qos_text  # "n/a": no wake-up latency tolerated at all
+        cpus.append({
+            "cpu": cpu,
+            "online": cpu in online_set,
+            "states": states,
+            "pm_qos_resume_latency_us": qos,
+        })
+    return {
+        "driver": driver,
+        "governor": governor,
+        "available_governors": available,
+        "present_cpus": format_cpulist(present),
+        "online_cpus": format_cpulist(online),
+        "offline_cpus": format_cpulist(sorted(set(present) - online_set)),
+        "cpus": cpus,
+    }
+
+
+def state_names(model):
+    """State names ordered by index (union over CPUs)."""
+    seen = {}
+    for cpu in model["cpus"]:
+        for state in cpu["states"]:
+            seen.setdefault(state["name"], state["index"])
+    return [name for name, _idx in sorted(seen.items(), key=lambda kv: (kv[1], kv[0]))]
+
+
+def summarize_states(model, cpus=None):
+    """One row per state name: index, desc, declared latency/residency, CPUs with it disabled."""
+    wanted = None if cpus is None else set(cpus)
+    rows = {}
+    for cpu in model["cpus"]:
+        if wanted is not None and cpu["cpu"] not in wanted:
+            continue
+        for state in cpu["states"]:
+            row = rows.setdefault(state["name"], {
+                "name": state["name"], "index": state["index"], "desc": state["desc"],
+                "declared_us": state["latency_us"], "residency_us": state["residency_us"],
+                "_cpus": [], "_disabled": [], "usage": 0, "time_us": 0,
+            })
+            if state["latency_us"] is not None:
+                row["declared_us"] = max(row["declared_us"] or 0, state["latency_us"])
+            row["_cpus"].append(cpu["cpu"])
+            if state["disable"]:
+                row["_disabled"].append(cpu["cpu"])
+            row["usage"] += state["usage"] or 0
+            row["time_us"] += state["time_us"] or 0
+    out = []
+    for row in sorted(rows.values(), key=lambda r: r["index"]):
+        row["cpus"] = format_cpulist(row.pop("_cpus"))
+        row["disabled_cpus"] = format_cpulist(row.pop("_disabled"))
+        out.append(row)
+    return out
+
+
+def select_cpus(model, cpus_spec):
+    """CPUs to act on: all present CPUs, or the given list, each checked to exist."""
+    present = [c["cpu"] for c in model["cpus"]]
+    if cpus_spec in (None, "", "all"):
+        return present
+    try:
+        wanted = parse_cpulist(cpus_spec)
+    except CpuListError as exc:
+        raise CpuidleError("cpus: %s" % exc)
+    missing = sorted(set(wanted) - set(present))
+    if missing:
+        raise CpuidleError("cpus: CPU(s) %s do not exist on this host (present: %s)"
+                           % (format_cpulist(missing), format_cpulist(present)))
+    return wanted
+
+
+def _number(name, value, where):
+    if isinstance(value, bool):
+        raise CpuidleError("%s: %s must be a number of microseconds, got %r" % (where, name, value))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise CpuidleError("%s: %s must be a number of microseconds, got %r" % (where, name, value))
+    if math.isnan(number) or math.isinf(number) or number < 0:
+        raise CpuidleError("%s: %s must be a finite number >= 0, got %r" % (where, name, value))
+    return number
+
+
+def _check_names(kind, names, known, driver):
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        if not known:
+            raise CpuidleError("%s: unknown state(s) %s: this host has no cpuidle states (driver: %s)"
+                               % (kind, ", ".join(unknown), driver or "none"))
+        raise CpuidleError("%s: unknown state(s) %s; this host's states are: %s"
+                           % (kind, ", ".join(unknown), ", ".join(known)))
+
+
+def plan_states(model, max_latency_us=None, measured=None, margin=1.0, disable=(), enable=(),
+                combine="measured", cpus=None):
+    """Decide, per state name, whether the budget allows it. Validates everything first.
+
+    Returns rows: name, index, declared_us, measured_us, effective_us, allowed, reason.
+    """
+    measured = measured or {}
+    if max_latency_us is not None:
+        max_latency_us = _number("max_latency_us", max_latency_us, "budget")
+    margin = _number("declared_latency_margin", margin, "margin")
+    if margin < 1:
+        raise CpuidleError("declared_latency_margin must be >= 1 (it inflates the driver's estimates; "
+                           "1 trusts them), got %r" % margin)
+    if combine not in ("measured", "worst"):
+        raise CpuidleError("combine must be 'measured' or 'worst', got %r" % combine)
+    known = state_names(model)
+    measured_us = {}
+    for name, value in measured.items():
+        measured_us[name] = _number("measured latency of %s" % name, value, "measured_latency_us")
+    _check_names("measured_latency_us", list(measured_us), known, model["driver"])
+    _check_names("disable", list(disable), known, model["driver"])
+    _check_names("enable", list(enable), known, model["driver"])
+    both = sorted(set(disable) & set(enable))
+    if both:
+        raise CpuidleError("state(s) %s are listed in both disable and enable" % ", ".join(both))
+    if POLL in disable:
+        raise CpuidleError("POLL cannot be disabled: it is the state the CPU falls back to when every "
+                           "other state is too slow; use a budget or disable deeper states instead")
+    rows = []
+    for summary in summarize_states(model, cpus):
+        name = summary["name"]
+        declared = summary["declared_us"]
+        declared_eff = None if declared is None else declared * margin
+        meas = measured_us.get(name)
+        declared_text = "declared %s us" % _fmt(declared)
+        if margin != 1:
+            declared_text += " x %g = %s us" % (margin, _fmt(declared_eff))
+        if meas is not None and combine == "measured":
+            effective, source = meas, "measured %s us" % _fmt(meas)
+        elif meas is not None and declared_eff is not None:
+            effective = max(meas, declared_eff)
+            source = "measured %s us" % _fmt(meas) if meas >= declared_eff else declared_text
+        else:
+            effective, source = declared_eff, declared_text
+        if name == POLL:
+            allowed, reason = True, "POLL always stays enabled"
+        elif name in disable:
+            allowed, reason = False, "explicitly disabled"
+        elif name in enable:
+            allowed, reason = True, "explicitly enabled"
+        elif max_latency_us is None:
+            allowed, reason = True, "no latency budget"
+        elif effective is None:
+            allowed, reason = False, "exit latency unknown"
+        elif effective <= max_latency_us:
+            allowed, reason = True, "%s <= budget %s us" % (source, _fmt(max_latency_us))
+        else:
+            allowed, reason = False, "%s > budget %s us" % (source, _fmt(max_latency_us))
+        rows.append({
+            "name": name,
+            "index": summary["index"],
+            "desc": summary["desc"],
+            "declared_us": declared,
+            "measured_us": meas,
+            "effective_us": effective,
+            "allowed": allowed,
+            "reason": reason,
+        })
+    return rows
+
+
+def _fmt(value):
+    return "?" if value is None else "%g" % value
+
+
+def disabled_map(model, cpus=None):
+    """{state name: CPU list string of CPUs where it is disabled} (for diffs)."""
+    return {row["name"]: row["disabled_cpus"] for row in summarize_states(model, cpus)}
+
+
+def cmdline_conflicts(args):
+    """Warnings for kernel command line options that also manage C-states."""
+    found = []
+    for arg in args:
+        key, _sep, value = arg.partition("=")
+        if key in CMDLINE_CONFLICTS:
+            if key == "cpuidle.off" and value not in ("1", "y", "Y"):
+                continue
+            found.append("kernel command line has %s: %s; fleetnap's sysfs settings work within it"
+                         % (arg, CMDLINE_CONFLICTS[key]))
+    return found

@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Linux CPU list syntax ("0-3,8-11", "0-15:2") parsed and formatted."""
+
+from __future__ import annotations
+
+
+class CpuListError(ValueError):
+    """A CPU list that cannot be parsed."""
+
+
+def parse_cpulist(text):
+    """Parse a kernel CPU list into a sorted list of unique ints.
+
+    Accepts what the kernel prints (``0-3,8-11``), strides (``0-15:2``), whitespace,
+    an empty string (no CPUs), and Python ints or lists of ints/strings.
+    """
+    if text is None:
+        return []
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise CpuListError("CPU number %d is negative" % text)
+        return [text]
+    if isinstance(text, (list, tuple, set)):
+        cpus = set()
+        for item in text:
+            cpus.update(parse_cpulist(item))
+        return sorted(cpus)
+    if not isinstance(text, str):
+        raise CpuListError("CPU list must be a string like '0-3,8-11', got %r" % (text,))
+    cpus = set()
+    for chunk in text.replace(" ", "").replace("\n", "").split(","):
+        if not chunk:
+            continue
+        stride = 1
+        body = chunk
+        if ":" in chunk:
+            body, _, stride_text = chunk.partition(":")
+            if not stride_text.isdigit() or int(stride_text) < 1:
+                raise CpuListError("bad stride in CPU list element %r" % chunk)
+            stride = int(stride_text)
+        if "-" in body:
+            lo_text, _, hi_text = body.partition("-")
+            if not (lo_text.isdigit() and hi_text.isdigit()):
+                raise CpuListError("bad range %r in CPU list %r (expected e.g. 0-3)" % (chunk, text))
+            lo, hi = int(lo_text), int(hi_text)
+            if hi < lo:
+                raise CpuListError("range %r in CPU list %r runs backwards" % (chunk, text))
+            cpus.update(range(lo, hi + 1, stride))
+        else:
+            if not body.isdigit() or stride != 1:
+                raise CpuListError("bad CPU number %r in CPU list %r" % (chunk, text))
+            cpus.add(int(body))
+    return sorted(cpus)
+
+
+def format_cpulist(cpus):
+    """Format CPU numbers as the kernel does: ``[0,1,2,3,8]`` -> ``"0-3,8"``."""
+    nums = sorted(set(int(c) for c in cpus))
+    parts = []
+    start = prev = None
+    for n in nums:
+        if start is None:
+            start = prev = n
+        elif n == prev + 1:
+            prev = n
+        else:
+            parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            start = prev = n
+    if start is not None:
+        parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+    return ",".join(parts)

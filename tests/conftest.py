@@ -1,0 +1,109 @@
+"""Shared pytest fixtures for fleetnap.
+
+- ``module_utils/fleetnap`` is importable in plain unit tests as ``ansible.module_utils.fleetnap``.
+- ``run_module`` runs a module of ``library/`` through the real ``ansible`` CLI on localhost,
+  with the target's interpreter (/usr/bin/python3, standard library only), and returns its result.
+- ``materialize`` turns a captured machine from ../shared/data/cpuidle into a tree under tmp_path
+  (``ro|`` files mode 0444 as sysfs shows them, ``rw|`` 0644, the captured kernel command line in
+  proc/cmdline), for ``sysfs_root``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
+DATA = SHARED / "data"
+CPUIDLE_DATA = DATA / "cpuidle"
+VENV_BIN = Path(sys.executable).parent
+TARGET_PYTHON = "/usr/bin/python3"
+
+import ansible.module_utils  # noqa: E402  (pytest runs inside the venv that has ansible-core)
+
+_MU = str(REPO / "module_utils")
+if _MU not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(_MU)
+
+
+def dataset_names():
+    return sorted(p.stem for p in CPUIDLE_DATA.glob("*.txt"))
+
+
+def materialize(dataset: str, dest: Path) -> Path:
+    """Write the captured sysfs of ``dataset`` under ``dest``; return ``dest`` (a sysfs_root)."""
+    src = CPUIDLE_DATA / ("%s.txt" % dataset)
+    cmdline = ""
+    for line in src.read_text().splitlines():
+        if line.startswith("# cmdline:"):
+            cmdline = line.split(":", 1)[1].strip()
+            continue
+        if not line or line.startswith("#"):
+            continue
+        mode, path, value = line.split("|", 2)
+        target = dest / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(value + "\n")
+        target.chmod(0o444 if mode == "ro" else 0o644)
+    proc = dest / "proc"
+    proc.mkdir(exist_ok=True)
+    (proc / "cmdline").write_text(cmdline + "\n")
+    return dest
+
+
+def snapshot_tree(root: Path) -> dict:
+    """Every regular file under root -> its content (to prove nothing changed)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+class ModuleResult(dict):
+    @property
+    def failed(self):
+        return bool(self.get("failed"))
+
+    @property
+    def changed(self):
+        return bool(self.get("changed"))
+
+
+def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path, env=None) -> ModuleResult:
+    """Run ``library/<name>.py`` through ``ansible`` on localhost and return its JSON result."""
+    tree = tmp_path / (".tree-%s-%d" % (name, len(list(tmp_path.glob(".tree-*")))))
+    cmd = [
+        str(VENV_BIN / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
+        "-M", str(REPO / "library"), "-m", name, "-a", json.dumps(args),
+        "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-t", str(tree),
+    ]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CALLBACKS_ENABLED="",
+                    ANSIBLE_NOCOLOR="1")
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=str(REPO), timeout=300)
+    out = tree / "localhost"
+    if not out.exists():
+        raise AssertionError("ansible produced no result (rc=%d)\nstdout:\n%s\nstderr:\n%s"
+                             % (proc.returncode, proc.stdout, proc.stderr))
+    result = ModuleResult(json.loads(out.read_text()))
+    result["_rc"] = proc.returncode
+    result["_stdout"] = proc.stdout
+    return result
+
+
+@pytest.fixture
+def module_runner(tmp_path):
+    def _run(name, args, **kw):
+        return run_module(name, args, tmp_path=tmp_path, **kw)
+    return _run
