@@ -10,10 +10,10 @@ DOCUMENTATION = r"""
 module: cpuidle_info
 short_description: Read a host's cpuidle driver, idle states, PM QoS and sleep states
 description:
-  - Reads C(/sys/devices/system/cpu) and C(/sys/power) in one call and returns them as facts
+  - "Reads C(/sys/devices/system/cpu) and C(/sys/power) in one call and returns them as facts
     (C(ansible_facts['fleetnap_cpuidle'])): the cpuidle driver and governor, every CPU's idle
     states (index, name, desc, declared exit latency, target residency, disable, usage, time),
-    per-CPU PM QoS resume latency, a per-state summary, and the system sleep states offered.
+    per-CPU PM QoS resume latency, a per-state summary, and the system sleep states offered."
   - Never changes anything.
 version_added: "0.1.0"
 author: fleetnap contributors

@@ -75,6 +75,12 @@ options:
       - Global CPU wake-up latency limit held on C(/dev/cpu_dma_latency) by the service
         C(fleetnap-cpu-dma-latency). Omit to remove a limit set earlier by fleetnap.
     type: int
+  governor:
+    description:
+      - cpuidle governor to switch to (one of the host's C(available_governors)), for example
+        V(menu). Omit to keep the current one. The C(haltpoll) governor of KVM guests ignores
+        per-state disables, so a budget has no effect under it; the module warns about that.
+    type: str
   persist:
     description:
       - Re-apply the state disables and the per-CPU PM QoS at boot (service C(fleetnap-cpuidle),
@@ -176,6 +182,11 @@ writes:
   returned: always
   type: int
   sample: 96
+governor:
+  description: The cpuidle governor after this call.
+  returned: always
+  type: str
+  sample: menu
 global_latency_us:
   description: The global limit fleetnap holds after this call, or null.
   returned: always
@@ -211,6 +222,7 @@ from ansible.module_utils.fleetnap.sysfs import (
 )
 
 ORIGINALS = STATE_DIR + "/cpuidle_qos.orig.json"
+GOVERNOR = CPU_DIR + "/cpuidle/current_governor"
 
 
 def _disable_path(cpu, index):
@@ -229,7 +241,7 @@ def _originals(model):
             "states": dict((s["name"], s["disable"]) for s in cpu["states"]),
             "pm_qos_resume_latency_us": cpu["pm_qos_resume_latency_us"],
         }
-    return {"version": 1, "cpus": cpus}
+    return {"version": 1, "cpus": cpus, "governor": model["governor"]}
 
 
 def _other_managers(fs):
@@ -275,6 +287,7 @@ def _views(model, cpus, fs):
         "disabled_cpus_per_state": disabled_map(model, cpus),
         "pm_qos_resume_latency_us": dict(
             (str(c["cpu"]), c["pm_qos_resume_latency_us"]) for c in model["cpus"] if c["cpu"] in cpus),
+        "governor": fs.read(GOVERNOR),
         "global_latency_us": _installed_global(fs),
         "persist": fs.exists("/etc/systemd/system/" + APPLY_UNIT),
     }
@@ -295,6 +308,8 @@ def run_absent(module, fs, model):
             qos = saved.get("pm_qos_resume_latency_us")
             if qos is not None and cpu["pm_qos_resume_latency_us"] is not None:
                 batch.add(_qos_path(cpu["cpu"]), qos, cpu["pm_qos_resume_latency_us"])
+        if originals.get("governor") and model["governor"]:
+            batch.add(GOVERNOR, originals["governor"], model["governor"])
     hold = _hold_unit(fs, module, 0)
     boot = _apply_unit(fs, module, None)
     units_present = hold.present() or boot.present()
@@ -338,6 +353,7 @@ def main():
             cpus=dict(type="raw"),
             resume_latency_us=dict(type="int"),
             global_latency_us=dict(type="int"),
+            governor=dict(type="str"),
             persist=dict(type="bool", default=False),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             sysfs_root=dict(type="path", default="/"),
@@ -391,6 +407,16 @@ def main():
                 module.fail_json(msg="resume_latency_us: %s does not exist; this kernel has no per-CPU PM QoS "
                                      "(CONFIG_PM) — omit resume_latency_us" % fs.path(_qos_path(cpu)))
             batch.add(_qos_path(cpu), p["resume_latency_us"], info["pm_qos_resume_latency_us"])
+    governor = model["governor"]
+    if p["governor"] is not None:
+        if p["governor"] not in model["available_governors"]:
+            module.fail_json(msg="governor: %r is not available on this host; available: %s"
+                             % (p["governor"], ", ".join(model["available_governors"]) or "none (no cpuidle)"))
+        batch.add(GOVERNOR, p["governor"], model["governor"])
+        governor = p["governor"]
+    if governor == "haltpoll" and not all(r["allowed"] for r in rows):
+        module.warn("the haltpoll cpuidle governor ignores per-state disables: the budget has no effect until "
+                    "the governor is switched (governor: menu)")
     if skipped:
         module.warn("offline CPU(s) %s have no cpuidle directory and were skipped; run again after bringing "
                     "them online, or use persist: true" % format_cpulist(skipped))
@@ -436,7 +462,7 @@ def main():
             module.fail_json(msg="C-state limits were applied, but installing fleetnap's services failed: %s" % exc)
 
     result = dict(
-        changed=changed, driver=model["driver"], governor=model["governor"], states=rows,
+        changed=changed, driver=model["driver"], governor=governor, states=rows,
         cpus=format_cpulist(acted), skipped_cpus=format_cpulist(skipped), writes=len(batch),
         global_latency_us=p["global_latency_us"], persist=p["persist"],
     )
@@ -457,6 +483,7 @@ def main():
                     for c in cpus)
             after["global_latency_us"] = p["global_latency_us"]
             after["persist"] = p["persist"]
+            after["governor"] = governor
         result["diff"] = {"before": before, "after": after}
     module.exit_json(**result)
 

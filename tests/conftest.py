@@ -58,11 +58,15 @@ def materialize(dataset: str, dest: Path) -> Path:
 
 
 def snapshot_tree(root: Path) -> dict:
-    """Every regular file under root -> its content (to prove nothing changed)."""
+    """Every regular file under root -> its value (to prove nothing changed).
+
+    Values are compared as sysfs shows them: the kernel appends a newline when it prints an
+    attribute, a write stores what was written, so a trailing newline is not a difference.
+    """
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and not p.is_symlink():
-            out[str(p.relative_to(root))] = p.read_bytes()
+            out[str(p.relative_to(root))] = p.read_bytes().rstrip(b"\n")
     return out
 
 
@@ -76,29 +80,35 @@ class ModuleResult(dict):
         return bool(self.get("changed"))
 
 
-def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path, env=None) -> ModuleResult:
-    """Run ``library/<name>.py`` through ``ansible`` on localhost and return its JSON result."""
-    tree = tmp_path / (".tree-%s-%d" % (name, len(list(tmp_path.glob(".tree-*")))))
+def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path = None, env=None) -> ModuleResult:
+    """Run ``library/<name>.py`` through ``ansible`` on localhost and return its result (with ``diff``)."""
     cmd = [
         str(VENV_BIN / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
-        "-M", str(REPO / "library"), "-m", name, "-a", json.dumps(args),
-        "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-t", str(tree),
+        "-M", str(REPO / "library"), "-m", name,
+        "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON,
     ]
+    if args:
+        cmd += ["-a", json.dumps(args)]
     if check:
         cmd.append("--check")
     if diff:
         cmd.append("--diff")
-    full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CALLBACKS_ENABLED="",
-                    ANSIBLE_NOCOLOR="1")
+    full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                    ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                    ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json")
     full_env.update(env or {})
     proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=str(REPO), timeout=300)
-    out = tree / "localhost"
-    if not out.exists():
+    start = proc.stdout.find("\n{")
+    text = proc.stdout if proc.stdout.startswith("{") else proc.stdout[start + 1:]
+    try:
+        report = json.loads(text)
+        result = report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
         raise AssertionError("ansible produced no result (rc=%d)\nstdout:\n%s\nstderr:\n%s"
                              % (proc.returncode, proc.stdout, proc.stderr))
-    result = ModuleResult(json.loads(out.read_text()))
+    result = ModuleResult(result)
     result["_rc"] = proc.returncode
-    result["_stdout"] = proc.stdout
+    result["_stderr"] = proc.stderr
     return result
 
 

@@ -17,6 +17,10 @@ def read_sleep(fs):
             word = word[1:-1]
             mem_sleep = word
         mem_sleep_options.append(word)
+    if mem_sleep is None and len(mem_sleep_options) == 1:
+        # A prepared tree after a write holds just the word written; the kernel always marks
+        # its choice with brackets.
+        mem_sleep = mem_sleep_options[0]
     return {
         "states": states,
         "mem_sleep_options": mem_sleep_options,

@@ -1,0 +1,303 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: bmc_power
+short_description: Read and set a server's chassis power through its BMC (IPMI over LAN)
+description:
+  - Runs C(ipmitool -I lanplus) against a BMC. The password reaches ipmitool only through its
+    environment (C(-E), C(IPMI_PASSWORD)); it is never on a command line.
+  - Reads the power state first and acts only when it differs from the requested one, then
+    verifies the state it asked for within O(timeout).
+  - Commands to one BMC are serialised and at least O(min_interval) seconds apart, also across
+    Ansible's forks (an exclusive lock and a timestamp file per BMC under O(rate_limit_dir)).
+    Run the module from one host (usually C(delegate_to=localhost)) so every call sees that lock.
+  - A BMC that does not answer is retried O(retries) times with exponential backoff, then the
+    module fails naming C(host:port). A rejected login is not retried.
+version_added: "0.1.0"
+author:
+  - fleetnap contributors
+options:
+  bmc_host:
+    description: Address or name of the BMC.
+    type: str
+    required: true
+  bmc_port:
+    description: UDP port of the BMC's RMCP+ service.
+    type: int
+    default: 623
+  bmc_user:
+    description: IPMI user name.
+    type: str
+    required: true
+  bmc_password:
+    description:
+      - IPMI password. If omitted, taken from the environment variable C(FLEETNAP_BMC_PASSWORD)
+        or C(IPMI_PASSWORD) of the task.
+    type: str
+  state:
+    description:
+      - V(status) only reads. V(on) and V(off) are hard power on and off.
+      - V(soft) asks the operating system to shut down (ACPI power button) and waits for off;
+        it never escalates to a hard off unless O(soft_fallback_hard=true).
+      - V(cycle) powers off and on again (on a host that is off it powers on) and verifies on.
+    type: str
+    choices: [status, on, off, soft, cycle]
+    default: status
+    aliases: [power]
+  timeout:
+    description: Seconds to wait for the BMC to report the requested state after the command.
+    type: float
+    default: 60
+  poll_interval:
+    description: Seconds between status reads while waiting (never less than O(min_interval)).
+    type: float
+    default: 1
+  retries:
+    description:
+      - Retries of an ipmitool run when the BMC does not answer (backoff 0.5 s, 1 s, 2 s ...).
+      - An unreachable BMC fails after about (O(retries) + 1) x O(session_timeout) x (O(session_retries) + 1)
+        seconds plus the backoff.
+    type: int
+    default: 2
+  min_interval:
+    description: Minimum seconds between the end of one command to this BMC and the start of the next.
+    type: float
+    default: 1
+  interface:
+    description: ipmitool interface.
+    type: str
+    choices: [lanplus, lan]
+    default: lanplus
+  cipher_suite:
+    description:
+      - RMCP+ cipher suite for C(lanplus). V(3) (HMAC-SHA1, AES-128) is the widely supported one;
+        use V(17) for BMCs that require SHA-256. V(-1) lets ipmitool negotiate (slower, and some
+        BMCs do not answer the query).
+    type: int
+    default: 3
+  session_timeout:
+    description: ipmitool's timeout per request (C(-N)) in seconds.
+    type: int
+    default: 2
+  session_retries:
+    description:
+      - ipmitool's own retransmissions per request (C(-R)). At least 1; ipmitool treats 0 as its
+        default. Each ipmitool run is also killed after max(10, 3 x O(session_timeout) x (O(session_retries) + 1))
+        seconds by coreutils C(timeout) when present.
+    type: int
+    default: 1
+  soft_fallback_hard:
+    description: With O(state=soft), hard power off when the host did not go off within O(timeout).
+    type: bool
+    default: false
+  rate_limit_dir:
+    description: Directory of the per-BMC lock and timestamp files.
+    type: path
+    default: ~/.cache/fleetnap/bmc
+attributes:
+  check_mode:
+    support: full
+    description: Reads the power state (a read-only IPMI command) and reports what it would change.
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+requirements:
+  - ipmitool on the host that runs the module
+notes:
+  - Tested against OpenIPMI's C(ipmi_sim) with a QEMU guest behind C(ipmi-bmc-extern).
+"""
+
+EXAMPLES = r"""
+- name: Power a gear group down gracefully, hard off after 5 minutes
+  bmc_power:
+    bmc_host: "{{ fleetnap_bmc_host }}"
+    bmc_user: "{{ fleetnap_bmc_user }}"
+    bmc_password: "{{ fleetnap_bmc_password }}"
+    state: soft
+    timeout: 300
+    soft_fallback_hard: true
+  delegate_to: localhost
+  throttle: 10
+
+- name: Read the power state, password from the environment
+  bmc_power:
+    bmc_host: 10.0.40.17
+    bmc_user: admin
+  environment:
+    FLEETNAP_BMC_PASSWORD: "{{ vault_bmc_password }}"
+  delegate_to: localhost
+  register: bmc
+
+- name: Power on
+  bmc_power:
+    bmc_host: 10.0.40.17
+    bmc_user: admin
+    bmc_password: "{{ vault_bmc_password }}"
+    state: on
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+power_before:
+  description: Power state read before acting.
+  returned: success
+  type: str
+  sample: "off"
+power:
+  description: Power state at the end (in check mode, the state the module would have set).
+  returned: success
+  type: str
+  sample: "on"
+attempts:
+  description: ipmitool runs made (status reads, commands and retries).
+  returned: always
+  type: int
+elapsed_s:
+  description: Seconds the call took, rate-limit waits included.
+  returned: always
+  type: float
+states_seen:
+  description: Distinct power states read while waiting, in order (for O(state=cycle) shows the off phase when it was caught).
+  returned: when the module acted
+  type: list
+  elements: str
+escalated:
+  description: O(state=soft) fell back to a hard power off.
+  returned: when O(state=soft)
+  type: bool
+commands:
+  description: Every ipmitool run with start and end (Unix seconds), the rate-limit wait and the exit code.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{command: chassis power status, start: 1714557600.1, end: 1714557600.13, waited_s: 0, rc: 0}]
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.fleetnap.ipmi import Bmc, IpmiError
+
+TARGET = {"on": "on", "off": "off", "soft": "off", "cycle": "on"}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            bmc_host=dict(type="str", required=True),
+            bmc_port=dict(type="int", default=623),
+            bmc_user=dict(type="str", required=True),
+            bmc_password=dict(type="str", no_log=True,
+                              fallback=(env_fallback, ["FLEETNAP_BMC_PASSWORD", "IPMI_PASSWORD"])),
+            state=dict(type="str", default="status", choices=["status", "on", "off", "soft", "cycle"],
+                       aliases=["power"]),
+            timeout=dict(type="float", default=60),
+            poll_interval=dict(type="float", default=1),
+            retries=dict(type="int", default=2),
+            min_interval=dict(type="float", default=1),
+            interface=dict(type="str", default="lanplus", choices=["lanplus", "lan"]),
+            cipher_suite=dict(type="int", default=3),
+            session_timeout=dict(type="int", default=2),
+            session_retries=dict(type="int", default=1),
+            soft_fallback_hard=dict(type="bool", default=False),
+            rate_limit_dir=dict(type="path", default="~/.cache/fleetnap/bmc"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    started = time.time()
+    for name in ("timeout", "poll_interval", "min_interval"):
+        if p[name] < 0 or (name == "timeout" and p[name] == 0):
+            module.fail_json(msg="%s must be %s 0 seconds, got %s" % (name, "above" if name == "timeout" else ">=",
+                                                                      p[name]))
+    if p["retries"] < 0:
+        module.fail_json(msg="retries must be >= 0, got %d" % p["retries"])
+    if p["session_timeout"] < 1:
+        module.fail_json(msg="session_timeout must be >= 1 second, got %d" % p["session_timeout"])
+    if not p["bmc_password"]:
+        module.fail_json(msg="no password for BMC %s:%d: set bmc_password or FLEETNAP_BMC_PASSWORD in the "
+                             "task's environment" % (p["bmc_host"], p["bmc_port"]))
+
+    ipmitool = module.get_bin_path("ipmitool", required=True)
+    timeout_bin = module.get_bin_path("timeout")  # coreutils; a hard bound on each ipmitool run
+
+    def runner(argv, env):
+        # The password travels in env only; argv has -E and no secret.
+        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
+
+    try:
+        bmc = Bmc(runner, ipmitool, p["bmc_host"], p["bmc_port"], p["bmc_user"], p["bmc_password"],
+                  interface=p["interface"], cipher_suite=None if p["cipher_suite"] < 0 else p["cipher_suite"],
+                  session_timeout=p["session_timeout"], session_retries=p["session_retries"],
+                  min_interval=p["min_interval"], retries=p["retries"], state_dir=p["rate_limit_dir"],
+                  guard=[timeout_bin] if timeout_bin else None)
+    except ValueError as e:
+        module.fail_json(msg=str(e))
+
+    result = {"changed": False, "commands": bmc.log}
+
+    def finish(**kw):
+        result.update(kw)
+        result["attempts"] = len(bmc.log)
+        result["elapsed_s"] = round(time.time() - started, 3)
+        return result
+
+    def fail(msg, **kw):
+        module.fail_json(msg=msg, **finish(**kw))
+
+    state = p["state"]
+    poll = max(p["poll_interval"], p["min_interval"])
+    try:
+        before = bmc.status()
+        result["power_before"] = before
+        if state == "status":
+            module.exit_json(**finish(power=before))
+        target = TARGET[state]
+        if state != "cycle" and before == target:
+            module.exit_json(**finish(power=before))
+        result["changed"] = True
+        if module._diff:
+            result["diff"] = {"before": {"power": before}, "after": {"power": target}}
+        if module.check_mode:
+            module.exit_json(**finish(power=target))
+
+        if state == "on":
+            bmc.power("on")
+        elif state == "off":
+            bmc.power("off")
+        elif state == "soft":
+            bmc.power("soft")
+            result["escalated"] = False
+        elif state == "cycle":
+            bmc.power("on" if before == "off" else "cycle")
+        reached, last, seen = bmc.wait_for(target, p["timeout"], poll)
+        if not reached and state == "soft":
+            if not p["soft_fallback_hard"]:
+                fail("host behind BMC %s did not power off within %.0f s after a soft shutdown request "
+                     "(last state seen: %s). The OS must act on the ACPI power button (button module, "
+                     "systemd-logind HandlePowerKey); set soft_fallback_hard: true to force a hard off"
+                     % (bmc.target, p["timeout"], last), power=last, states_seen=seen)
+            bmc.power("off")
+            result["escalated"] = True
+            reached, last, seen2 = bmc.wait_for("off", p["timeout"], poll)
+            seen = seen + [s for s in seen2 if not seen or s != seen[-1]]
+        if not reached:
+            fail("BMC %s accepted 'chassis power %s' but still reports %s after %.0f s"
+                 % (bmc.target, "off" if result.get("escalated") else state, last, p["timeout"]),
+                 power=last, states_seen=seen)
+        module.exit_json(**finish(power=last, states_seen=seen))
+    except IpmiError as e:
+        fail(str(e), error_kind=e.kind)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""ipmitool helpers for bmc_power: argv without secrets, status parsing, rate limit, retries.
+
+- The password never goes into argv: ipmitool gets ``-E`` and reads ``IPMI_PASSWORD`` from its
+  environment (:func:`password_env`). ``ps`` therefore never shows it.
+- One BMC gets at most one command at a time and a minimum interval between the end of one
+  command and the start of the next, across processes (Ansible forks many): an exclusive
+  ``flock`` on a per-BMC timestamp file under a state directory (:class:`RateLimiter`).
+- Transient failures (no answer) are retried a bounded number of times with exponential backoff;
+  authentication failures are not retried (:func:`classify_failure`).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import re
+import time
+
+POWER_STATES = ("on", "off")
+ACTIONS = {"on": "on", "off": "off", "soft": "soft", "cycle": "cycle", "reset": "reset"}
+INTERFACES = ("lanplus", "lan")
+
+_STATUS_RE = re.compile(r"Chassis Power is (on|off)\b", re.IGNORECASE)
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+AUTH_PATTERNS = (
+    "hmac is invalid",
+    "unauthorized name",
+    "invalid role",
+    "insufficient privilege",
+    "rakp 2 message indicates an error",
+)
+UNREACHABLE_PATTERNS = (
+    "get auth capabilities error",
+    "no response",
+    "timeout",
+    "unable to establish lan session",
+    "error issuing get channel authentication capabilities",
+    "connection refused",
+    "unable to establish ipmi v2 / rmcp+ session",
+)
+
+
+class IpmiError(Exception):
+    """An ipmitool failure; ``kind`` is 'auth', 'unreachable', 'parse' or 'command'."""
+
+    def __init__(self, msg, kind="command", rc=None, stderr=""):
+        Exception.__init__(self, msg)
+        self.kind = kind
+        self.rc = rc
+        self.stderr = stderr
+
+
+def validate_target(host, port, user, interface="lanplus"):
+    """Raise ValueError naming the bad value (before anything is sent)."""
+    if not host or not isinstance(host, str) or any(c.isspace() for c in host) or host.startswith("-"):
+        raise ValueError("bmc_host %r is not a host name or address" % (host,))
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError("bmc_port %r is not a UDP port (1..65535; IPMI uses 623)" % (port,))
+    if not user or not isinstance(user, str) or user.startswith("-") or len(user) > 16:
+        raise ValueError("bmc_user %r is not a valid IPMI user name (1..16 characters)" % (user,))
+    if interface not in INTERFACES:
+        raise ValueError("interface %r is not one of %s" % (interface, ", ".join(INTERFACES)))
+
+
+def build_argv(ipmitool, host, port, user, command, interface="lanplus", cipher_suite=3,
+               session_timeout=2, session_retries=1, verbose=True):
+    """ipmitool argv for ``command`` (a list such as ['chassis', 'power', 'status']).
+
+    No password in it: ``-E`` makes ipmitool read IPMI_PASSWORD from the environment.
+    ``-N``/``-R`` bound ipmitool's own wait (timeout per request, retransmissions); ``-v`` makes
+    it say why a session failed (e.g. "RAKP 2 HMAC is invalid" for a wrong password).
+    """
+    argv = [ipmitool, "-I", interface, "-H", host, "-p", str(port), "-U", user, "-E",
+            "-N", str(int(session_timeout)), "-R", str(int(session_retries))]
+    if interface == "lanplus" and cipher_suite is not None:
+        argv += ["-C", str(int(cipher_suite))]
+    if verbose:
+        argv.append("-v")
+    return argv + list(command)
+
+
+def password_env(password):
+    """The environment update that hands the password to ``ipmitool -E``."""
+    if password is None or password == "":
+        raise ValueError("no BMC password: set bmc_password or FLEETNAP_BMC_PASSWORD / IPMI_PASSWORD "
+                         "in the environment of the task")
+    return {"IPMI_PASSWORD": password}
+
+
+def parse_power_status(output):
+    """'on' or 'off' from ``chassis power status`` output; IpmiError('parse') otherwise."""
+    m = _STATUS_RE.search(output or "")
+    if not m:
+        raise IpmiError("cannot read the power state from ipmitool output %r" % ((output or "").strip()[:200],),
+                        kind="parse")
+    return m.group(1).lower()
+
+
+def classify_failure(stdout, stderr):
+    """'auth' (do not retry), 'unreachable' (retry) or 'command' (the BMC refused the command)."""
+    text = ("%s\n%s" % (stdout or "", stderr or "")).lower()
+    if any(p in text for p in AUTH_PATTERNS):
+        return "auth"
+    if any(p in text for p in UNREACHABLE_PATTERNS):
+        return "unreachable"
+    return "command"
+
+
+def lock_path(state_dir, host, port):
+    """The per-BMC lock/timestamp file: ``<state_dir>/<host>_<port>`` (unsafe characters -> '_')."""
+    return os.path.join(state_dir, "%s_%d" % (_SAFE_NAME.sub("_", host), port))
+
+
+class RateLimiter(object):
+    """Serialise commands to one BMC and keep ``min_interval`` seconds between them.
+
+    Use as a context manager around each ipmitool run. On entry it takes an exclusive flock on
+    the BMC's file (waiting at most ``lock_timeout`` seconds), reads the end time of the last
+    command, and sleeps until ``min_interval`` has passed since then. On exit it records the
+    end time. Wall-clock time is stored so separate processes agree; a timestamp in the future
+    (clock stepped back) is treated as "just now", so the wait never exceeds ``min_interval``.
+    """
+
+    def __init__(self, state_dir, host, port, min_interval, lock_timeout=120.0, clock=time.time,
+                 sleep=time.sleep):
+        if min_interval < 0:
+            raise ValueError("min_interval must be >= 0 seconds, got %r" % (min_interval,))
+        self.path = lock_path(state_dir, host, port)
+        self.state_dir = state_dir
+        self.min_interval = float(min_interval)
+        self.lock_timeout = float(lock_timeout)
+        self.clock = clock
+        self.sleep = sleep
+        self.fd = None
+        self.waited = 0.0
+        self.start = None
+
+    def __enter__(self):
+        try:
+            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise IpmiError("cannot open the rate-limit file %s: %s (set rate_limit_dir to a writable "
+                            "directory)" % (self.path, e.strerror), kind="command")
+        deadline = self.clock() + self.lock_timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if self.clock() >= deadline:
+                    os.close(self.fd)
+                    self.fd = None
+                    raise IpmiError("another process held the BMC lock %s for more than %.0f s"
+                                    % (self.path, self.lock_timeout), kind="unreachable")
+                self.sleep(0.05)
+        last = self._read_last()
+        now = self.clock()
+        self.waited = 0.0
+        if last is not None and self.min_interval > 0:
+            wait = min(last + self.min_interval - now, self.min_interval)
+            if now < last:  # clock went backwards: count the last command as just finished
+                wait = self.min_interval
+            if wait > 0:
+                self.sleep(wait)
+                self.waited = wait
+        self.start = self.clock()
+        return self
+
+    def _read_last(self):
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        data = os.read(self.fd, 64).decode("ascii", "replace").strip()
+        try:
+            return float(data) if data else None
+        except ValueError:
+            return None
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            end = self.clock()
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            os.ftruncate(self.fd, 0)
+            os.write(self.fd, ("%.6f\n" % end).encode("ascii"))
+            self.end = end
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+        return False
+
+
+def backoff_delays(retries, base=0.5, cap=8.0):
+    """Delays before retry 1..retries: base, 2*base, 4*base ... capped at ``cap``."""
+    return [min(cap, base * (2 ** i)) for i in range(max(0, retries))]
+
+
+class Bmc(object):
+    """Run ipmitool against one BMC with the password in the environment, rate-limited, retried.
+
+    ``runner(argv, env)`` runs a command and returns ``(rc, stdout, stderr)`` (bmc_power passes
+    ``module.run_command``). Every run is recorded in ``self.log`` with its start/end times.
+    """
+
+    def __init__(self, runner, ipmitool, host, port, user, password, interface="lanplus", cipher_suite=3,
+                 session_timeout=2, session_retries=1, min_interval=1.0, retries=2, backoff=0.5,
+                 state_dir=None, clock=time.time, sleep=time.sleep, guard=None):
+        validate_target(host, port, user, interface)
+        if retries < 0:
+            raise ValueError("retries must be >= 0, got %r" % (retries,))
+        if session_retries < 1:
+            # ipmitool treats -R 0 as "its default" (measured: 20 s instead of 1 s per request).
+            raise ValueError("session_retries must be >= 1, got %r" % (session_retries,))
+        self.runner = runner
+        self.ipmitool = ipmitool
+        self.host = host
+        self.port = port
+        self.user = user
+        self.env = password_env(password)
+        self.interface = interface
+        self.cipher_suite = cipher_suite
+        self.session_timeout = session_timeout
+        self.session_retries = session_retries
+        self.min_interval = min_interval
+        self.retries = retries
+        self.backoff = backoff
+        self.state_dir = state_dir or os.path.join(os.path.expanduser("~"), ".cache", "fleetnap", "bmc")
+        self.clock = clock
+        self.sleep = sleep
+        self.log = []
+        # Hard wall-clock bound on one ipmitool run, on top of its own -N/-R: coreutils timeout.
+        self.guard = list(guard or [])
+        self.run_limit = max(10, 3 * session_timeout * (session_retries + 1))
+
+    @property
+    def target(self):
+        return "%s:%d" % (self.host, self.port)
+
+    def _once(self, command):
+        argv = build_argv(self.ipmitool, self.host, self.port, self.user, command, self.interface,
+                          self.cipher_suite, self.session_timeout, self.session_retries)
+        if self.guard:
+            argv = self.guard + ["--kill-after=2", str(self.run_limit)] + argv
+        with RateLimiter(self.state_dir, self.host, self.port, self.min_interval, clock=self.clock,
+                         sleep=self.sleep) as rl:
+            rc, out, err = self.runner(argv, self.env)
+        self.log.append({"command": " ".join(command), "start": round(rl.start, 6), "end": round(rl.end, 6),
+                         "waited_s": round(rl.waited, 6), "rc": rc})
+        return rc, out, err
+
+    def run(self, command):
+        """Run ``command``; retry 'unreachable' failures; return stdout or raise IpmiError."""
+        delays = backoff_delays(self.retries, self.backoff)
+        for attempt in range(self.retries + 1):
+            rc, out, err = self._once(command)
+            if rc == 0:
+                return out
+            kind = classify_failure(out, err)
+            detail = _last_error_line(out, err)
+            if self.guard and rc in (124, 137):
+                kind, detail = "unreachable", "ipmitool did not finish within %d s" % self.run_limit
+            if kind == "auth":
+                raise IpmiError("BMC %s rejected user %r: %s; check bmc_user and bmc_password"
+                                % (self.target, self.user, detail), kind="auth", rc=rc, stderr=err)
+            if kind == "command":
+                raise IpmiError("BMC %s refused '%s': %s" % (self.target, " ".join(command), detail),
+                                kind="command", rc=rc, stderr=err)
+            if attempt < self.retries:
+                self.sleep(delays[attempt])
+        raise IpmiError("BMC %s did not answer '%s' after %d attempt(s): %s; check bmc_host/bmc_port, "
+                        "that IPMI over LAN is enabled and that UDP %d is reachable"
+                        % (self.target, " ".join(command), self.retries + 1, detail, self.port),
+                        kind="unreachable", rc=rc, stderr=err)
+
+    def status(self):
+        return parse_power_status(self.run(["chassis", "power", "status"]))
+
+    def power(self, action):
+        if action not in ACTIONS:
+            raise ValueError("unknown power action %r" % (action,))
+        return self.run(["chassis", "power", ACTIONS[action]])
+
+    def wait_for(self, wanted, timeout, poll=1.0):
+        """Poll status until ``wanted`` or ``timeout`` s; return (reached, last_state, states_seen)."""
+        deadline = self.clock() + timeout
+        seen = []
+        last = None
+        while True:
+            last = self.status()
+            if not seen or seen[-1] != last:
+                seen.append(last)
+            if last == wanted:
+                return True, last, seen
+            if self.clock() + poll > deadline:
+                return False, last, seen
+            self.sleep(poll)
+
+
+def _last_error_line(out, err):
+    lines = [ln.strip() for ln in ("%s\n%s" % (err or "", out or "")).splitlines()
+             if ln.strip() and not ln.startswith("Loading IANA")]
+    # The most telling line is the specific reason, not ipmitool's generic summary.
+    for ln in lines:
+        low = ln.lower()
+        if any(p in low for p in AUTH_PATTERNS) or "auth capabilities" in low:
+            return ln.lstrip("> ")
+    return lines[-1] if lines else "no output"

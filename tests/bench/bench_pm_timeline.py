@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark: parse time of a 100k-line suspend/resume log, ours against sleepgraph's.
+
+Not a pass/fail test. Builds one large, valid cycle from the real pm-graph log
+(../shared/data/dmesg/pmgraph-skynet-mem-3.15.txt) by repeating its suspend and resume
+device blocks with renamed devices and shifted timestamps, checks that both parsers agree on
+the totals, then times (median of several runs):
+
+* ours: ``fleetnap.dmesg.parse`` (the whole analysis: phases, devices, CPUs, critical paths)
+* sleepgraph 5.6: ``loadKernelLog`` + ``parseKernelLog`` (its dmesg-only analysis, without
+  writing its HTML), through its Python API in this process.
+
+Run with the venv's Python: ``.venv/bin/python tests/bench/bench_pm_timeline.py [--lines N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
+SOURCE = SHARED / "data" / "dmesg" / "pmgraph-skynet-mem-3.15.txt"
+
+import ansible.module_utils  # noqa: E402
+
+if str(REPO / "module_utils") not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
+from ansible.module_utils.fleetnap.dmesg import parse  # noqa: E402
+
+_TS = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
+_CALL = re.compile(r"^(calling  )(.+?)(\+ @ \d+, parent: )(.+)$")
+_RET = re.compile(r"^(call )(.+?)(\+ returned .*)$")
+
+
+def build_log(target_lines):
+    """One valid cycle of about ``target_lines`` lines, from the real log."""
+    lines = SOURCE.read_text().splitlines()
+    header = [l for l in lines if not l.startswith("[")]
+    recs = [(float(m.group(1)), m.group(2)) for m in map(_TS.match, lines) if m]
+
+    def block(start_marker, end_marker):
+        i = next(k for k, (_, msg) in enumerate(recs) if msg.startswith(start_marker))
+        j = next(k for k, (_, msg) in enumerate(recs) if msg.startswith(end_marker))
+        return i + 1, j
+
+    blocks = [block("Suspending console", "PM: suspend of devices complete"),
+              block("PM: early resume of devices complete", "PM: resume of devices complete")]
+    per_copy = sum(j - i for i, j in blocks)
+    copies = max(1, (target_lines - len(recs)) // per_copy + 1)
+    out = list(header)
+    shift = 0.0
+    pos = 0
+    for i, j in blocks:
+        out.extend(_fmt(t + shift, msg) for t, msg in recs[pos:i])
+        span = recs[j][0] - recs[i][0] + 0.001
+        for k in range(copies):
+            for t, msg in recs[i:j]:
+                if k:
+                    msg = _rename(msg, k)
+                out.append(_fmt(t + shift + k * span, msg))
+        shift += (copies - 1) * span
+        pos = j
+    out.extend(_fmt(t + shift, msg) for t, msg in recs[pos:])
+    return "\n".join(out) + "\n"
+
+
+def _rename(msg, k):
+    m = _CALL.match(msg)
+    if m:
+        parent = m.group(4)
+        return "%s%s-r%d%s%s-r%d" % (m.group(1), m.group(2), k, m.group(3), parent, k)
+    m = _RET.match(msg)
+    if m:
+        return "%s%s-r%d%s" % (m.group(1), m.group(2), k, m.group(3))
+    return msg
+
+
+def _fmt(t, msg):
+    return "[%12.6f] %s" % (t, msg)
+
+
+def load_sleepgraph():
+    path = Path(sys.executable).parent / "sleepgraph.py"
+    if not path.exists():
+        sys.exit("sleepgraph is not installed in this Python's environment: "
+                 "pip install sleepgraph==5.6")
+    spec = importlib.util.spec_from_file_location("sleepgraph_bench", str(path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def sleepgraph_parse(sg, path):
+    sg.sysvals.dmesgfile = str(path)
+    sg.sysvals.usetraceevents = False
+    with contextlib.redirect_stdout(io.StringIO()):
+        runs = sg.loadKernelLog()
+        for data in runs:
+            sg.parseKernelLog(data)
+    return runs
+
+
+def timed(fn, reps):
+    times = []
+    result = None
+    for _ in range(reps):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), times, result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=100000)
+    ap.add_argument("--reps", type=int, default=5, help="repetitions of our parser")
+    ap.add_argument("--sg-reps", type=int, default=3, help="repetitions of sleepgraph")
+    args = ap.parse_args()
+
+    text = build_log(args.lines)
+    n = text.count("\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big-dmesg.txt"
+        path.write_text(text)
+        ours_t, ours_all, cycles = timed(lambda: parse(path.read_text()), args.reps)
+        cyc = cycles[-1]
+        sg = load_sleepgraph()
+        sg_t, sg_all, runs = timed(lambda: sleepgraph_parse(sg, path), args.sg_reps)
+    sg_sus, sg_res = runs[-1].getTimeValues()
+    print("log: %d lines, %d device callbacks, one %s cycle (built from %s)"
+          % (n, len(cyc.devices), cyc.mode, SOURCE.name))
+    print("totals  ours: suspend %.3f ms resume %.3f ms | sleepgraph: suspend %.3f ms resume %.3f ms"
+          % (cyc.suspend_ms, cyc.resume_ms, sg_sus, sg_res))
+    if abs(cyc.suspend_ms - sg_sus) > 0.01 * sg_sus or abs(cyc.resume_ms - sg_res) > 0.01 * sg_res:
+        print("WARNING: the parsers disagree by more than 1% on this log")
+    print("fleetnap.dmesg.parse : median %.3f s over %d runs (%s)"
+          % (ours_t, len(ours_all), ", ".join("%.3f" % t for t in ours_all)))
+    print("sleepgraph 5.6       : median %.3f s over %d runs (%s)"
+          % (sg_t, len(sg_all), ", ".join("%.3f" % t for t in sg_all)))
+    print("ratio sleepgraph/ours: %.1fx" % (sg_t / ours_t))
+
+
+if __name__ == "__main__":
+    main()

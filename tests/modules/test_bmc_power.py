@@ -1,0 +1,354 @@
+"""bmc_power through Ansible against a real ipmi_sim BMC on 127.0.0.1 with a real QEMU behind it.
+
+ipmi_sim (OpenIPMI) serves IPMI over LAN on a test UDP port. Its chassis is "on" while a VM is
+connected to its VM serial port: ``chassis power on`` runs ``startcmd``, a small diskless QEMU
+(``-accel tcg``, 64 MiB) whose ``ipmi-bmc-extern`` device connects to that port;
+``chassis power off`` makes ipmi_sim stop it. The QEMU has no operating system, so a soft
+shutdown (ACPI power button) is never acted on - which is exactly the case where bmc_power must
+fail clearly instead of escalating.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+
+ANSIBLE_CLI = os.path.join(os.path.dirname(sys.executable), "ansible").encode()
+USER = "fleetadm"
+PASSWORD = "Fn7-pw-c9e1b4"  # distinctive, so a leak anywhere is found by a plain search
+
+
+@pytest.fixture
+def run(module_runner):
+    return module_runner
+
+
+def free_port(kind):
+    s = socket.socket(socket.AF_INET, kind)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def children(pid):
+    """PIDs whose parent is ``pid`` (the QEMU that our ipmi_sim started)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+class Sim(object):
+    def __init__(self, tmp):
+        for tool in ("ipmi_sim", "ipmitool", "qemu-system-x86_64"):
+            if not shutil.which(tool):
+                pytest.fail("%s is missing: apt-get install openipmi ipmitool qemu-system-x86" % tool)
+        self.dir = tmp
+        self.port = free_port(socket.SOCK_DGRAM)
+        self.vmport = free_port(socket.SOCK_STREAM)
+        qemu = ("qemu-system-x86_64 -accel tcg -nodefaults -nographic -m 64 -no-reboot -serial null "
+                "-monitor none -chardev socket,id=ipmi0,host=127.0.0.1,port=%d,reconnect=10 "
+                "-device ipmi-bmc-extern,id=bmc0,chardev=ipmi0 -device isa-ipmi-bt,bmc=bmc0" % self.vmport)
+        (tmp / "bmc.emu").write_text("mc_setbmc 0x20\nmc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02\n"
+                                     "mc_enable 0x20\n")
+        auths = "none md2 md5 straight"
+        (tmp / "lan.conf").write_text("\n".join([
+            'name "fleetnap-test"',
+            "set_working_mc 0x20",
+            "  startlan 1",
+            "    addr 127.0.0.1 %d" % self.port,
+            "    priv_limit admin",
+            "    allowed_auths_callback %s" % auths,
+            "    allowed_auths_user %s" % auths,
+            "    allowed_auths_operator %s" % auths,
+            "    allowed_auths_admin %s" % auths,
+            "    guid a123456789abcdefa123456789abcdef",
+            "  endlan",
+            "  serial 15 127.0.0.1 %d codec VM" % self.vmport,
+            '  startcmd "%s"' % qemu,
+            "  startnow false",
+            "  poweroff_wait 2",
+            "  kill_wait 2",
+            '  user 2 true "%s" "%s" admin 10 %s' % (USER, PASSWORD, auths),
+            "",
+        ]))
+        self.log = open(str(tmp / "ipmi_sim.log"), "w")
+        self.proc = subprocess.Popen(["ipmi_sim", "-n", "-p", "-c", str(tmp / "lan.conf"), "-f", str(tmp / "bmc.emu"),
+                                      "-s", str(tmp / "state")], stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, cwd=str(tmp))
+        deadline = time.time() + 20
+        while self.ipmitool("chassis", "power", "status").returncode != 0:
+            if time.time() > deadline or self.proc.poll() is not None:
+                self.stop()
+                pytest.fail("ipmi_sim did not answer on 127.0.0.1:%d; log:\n%s"
+                            % (self.port, (tmp / "ipmi_sim.log").read_text()))
+            time.sleep(0.2)
+
+    def ipmitool(self, *cmd):
+        return subprocess.run(["ipmitool", "-I", "lanplus", "-H", "127.0.0.1", "-p", str(self.port), "-U", USER,
+                               "-E", "-C", "3", "-N", "1", "-R", "1"] + list(cmd), capture_output=True, text=True,
+                              env=dict(os.environ, IPMI_PASSWORD=PASSWORD), timeout=30)
+
+    def power(self):
+        out = self.ipmitool("chassis", "power", "status").stdout
+        return "on" if "is on" in out else "off" if "is off" in out else out
+
+    def set_power(self, state):
+        if self.power() != state:
+            self.ipmitool("chassis", "power", state)
+        assert self.wait(lambda: self.power() == state), "sim did not reach %s" % state
+        if state == "off":
+            assert self.wait(lambda: not self.qemu()), "QEMU still running after off"
+
+    def qemu(self):
+        return children(self.proc.pid)
+
+    @staticmethod
+    def wait(cond, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if cond():
+                return True
+            time.sleep(0.2)
+        return False
+
+    def args(self, **kw):
+        a = {"bmc_host": "127.0.0.1", "bmc_port": self.port, "bmc_user": USER, "bmc_password": PASSWORD,
+             "min_interval": 0.2, "poll_interval": 0.5, "timeout": 20, "retries": 1, "session_timeout": 1,
+             "rate_limit_dir": str(self.dir / "rl")}
+        a.update(kw)
+        return a
+
+    def stop(self):
+        kids = self.qemu() if self.proc.poll() is None else []
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    s = Sim(tmp_path_factory.mktemp("ipmisim"))
+    yield s
+    s.stop()
+
+
+def assert_no_secret(res):
+    """Not in the result (the CLI's JSON output) nor in anything ansible printed on stderr."""
+    assert PASSWORD not in repr(dict(res))
+
+
+def test_status_reads_without_change(run, sim):
+    sim.set_power("off")
+    res = run("bmc_power", sim.args(state="status"))
+    assert not res.failed and not res.changed
+    assert res["power"] == "off" and res["power_before"] == "off" and res["attempts"] == 1
+    assert_no_secret(res)
+
+
+def test_on_then_idempotent_then_off(run, sim):
+    sim.set_power("off")
+    res = run("bmc_power", sim.args(state="on"), diff=True)
+    assert not res.failed and res.changed, res.get("msg")
+    assert (res["power_before"], res["power"]) == ("off", "on")
+    assert res["diff"] == {"before": {"power": "off"}, "after": {"power": "on"}}
+    assert [c["command"] for c in res["commands"]][:2] == ["chassis power status", "chassis power on"]
+    assert sim.power() == "on" and sim.wait(lambda: len(sim.qemu()) == 1)
+
+    again = run("bmc_power", sim.args(state="on"))
+    assert not again.failed and not again.changed and again["attempts"] == 1
+
+    res = run("bmc_power", sim.args(state="off"))
+    assert not res.failed and res.changed and res["power"] == "off"
+    assert sim.power() == "off"
+    assert sim.wait(lambda: not sim.qemu()), "the QEMU behind the BMC is still running"
+
+
+def test_check_mode_changes_nothing(run, sim):
+    sim.set_power("off")
+    res = run("bmc_power", sim.args(state="on"), check=True)
+    assert not res.failed and res.changed and res["power"] == "on" and res["power_before"] == "off"
+    assert [c["command"] for c in res["commands"]] == ["chassis power status"]
+    time.sleep(1)
+    assert sim.power() == "off" and not sim.qemu()
+
+
+def test_soft_without_os_fails_clearly_and_does_not_escalate(run, sim):
+    sim.set_power("on")
+    res = run("bmc_power", sim.args(state="soft", timeout=3))
+    assert res.failed
+    assert "did not power off within 3 s" in res["msg"] and "last state seen: on" in res["msg"]
+    assert "soft_fallback_hard" in res["msg"] and "127.0.0.1:%d" % sim.port in res["msg"]
+    assert "chassis power off" not in [c["command"] for c in res["commands"]]
+    assert sim.power() == "on" and sim.qemu()
+
+    res = run("bmc_power", sim.args(state="soft", timeout=3, soft_fallback_hard=True))
+    assert not res.failed and res.changed and res["escalated"] and res["power"] == "off"
+    assert [c["command"] for c in res["commands"]].count("chassis power off") == 1
+    assert sim.power() == "off"
+
+
+def test_cycle_restarts_the_vm(run, sim):
+    sim.set_power("on")
+    assert sim.wait(lambda: len(sim.qemu()) == 1)
+    before = sim.qemu()
+    res = run("bmc_power", sim.args(state="cycle"))
+    assert not res.failed and res.changed and res["power"] == "on", res.get("msg")
+    assert "chassis power cycle" in [c["command"] for c in res["commands"]]
+    assert sim.wait(lambda: len(sim.qemu()) == 1 and sim.qemu() != before), "QEMU was not restarted"
+    # From off, cycle powers on.
+    sim.set_power("off")
+    res = run("bmc_power", sim.args(state="cycle"))
+    assert not res.failed and res["power_before"] == "off" and res["power"] == "on"
+    assert "chassis power on" in [c["command"] for c in res["commands"]]
+    sim.set_power("off")
+
+
+def test_wrong_password_fails_without_retries(run, sim):
+    res = run("bmc_power", sim.args(bmc_password="not-the-password", retries=3))
+    assert res.failed and res["error_kind"] == "auth"
+    assert "127.0.0.1:%d rejected user '%s'" % (sim.port, USER) in res["msg"] and "HMAC" in res["msg"]
+    assert res["attempts"] == 1
+    assert "not-the-password" not in repr(dict(res))
+
+
+def test_missing_password_and_env_fallback(run, sim):
+    args = sim.args(state="status")
+    del args["bmc_password"]
+    env = {"FLEETNAP_BMC_PASSWORD": "", "IPMI_PASSWORD": ""}
+    res = run("bmc_power", args, env=env)
+    assert res.failed and "no password for BMC 127.0.0.1:%d" % sim.port in res["msg"]
+    res = run("bmc_power", args, env={"FLEETNAP_BMC_PASSWORD": PASSWORD})
+    assert not res.failed and res["power"] in ("on", "off")
+    assert_no_secret(res)
+
+
+def test_unreachable_bmc_fails_within_the_bound(run, sim):
+    port = free_port(socket.SOCK_DGRAM)
+    res = run("bmc_power", sim.args(bmc_port=port, retries=1, session_timeout=1, session_retries=1))
+    assert res.failed and res["error_kind"] == "unreachable"
+    assert "BMC 127.0.0.1:%d did not answer" % port in res["msg"] and "after 2 attempt" in res["msg"]
+    assert res["attempts"] == 2
+    # Bound: 2 attempts x (1 s timeout x 2 tries) + 0.5 s backoff + 0.2 s rate limit = 4.7 s, plus slack.
+    assert 4.0 <= res["elapsed_s"] < 8, res["elapsed_s"]
+
+
+@pytest.mark.parametrize("args,match", [
+    ({"bmc_port": 0}, "bmc_port 0 is not a UDP port"),
+    ({"bmc_host": "-x"}, "bmc_host '-x'"),
+    ({"timeout": 0}, "timeout must be above 0"),
+    ({"min_interval": -1}, "min_interval must be >= 0"),
+    ({"retries": -1}, "retries must be >= 0"),
+    ({"session_retries": 0}, "session_retries must be >= 1"),
+])
+def test_bad_input_sends_nothing(run, sim, args, match):
+    res = run("bmc_power", sim.args(**args))
+    assert res.failed and match in res["msg"], res["msg"]
+    assert not res.get("commands")
+
+
+def test_rate_limit_between_calls(run, sim, tmp_path):
+    """Two calls to one BMC: the second's first command starts >= min_interval after the first's last."""
+    sim.set_power("off")
+    args = sim.args(state="status", min_interval=1.5, rate_limit_dir=str(tmp_path / "rl"))
+    a = run("bmc_power", args)
+    b = run("bmc_power", args)
+    assert not a.failed and not b.failed
+    gap = b["commands"][0]["start"] - a["commands"][-1]["end"]
+    assert gap >= 1.5 - 1e-5, gap
+
+
+def test_rate_limit_across_parallel_calls(run, sim, tmp_path):
+    """Two forks at once (as Ansible runs them): commands never overlap and keep min_interval."""
+    sim.set_power("off")
+    args = sim.args(state="off", min_interval=0.7, rate_limit_dir=str(tmp_path / "rl"))
+    results = [None, None]
+
+    def one(i):
+        results[i] = run("bmc_power", args)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(r is not None and not r.failed for r in results)
+    cmds = sorted((c["start"], c["end"]) for r in results for c in r["commands"])
+    assert len(cmds) == 2
+    assert cmds[1][0] >= cmds[0][1] + 0.7 - 1e-5, cmds
+
+
+def test_password_never_in_argv(run, sim):
+    """Sample every process's command line while bmc_power powers on and off."""
+    sim.set_power("off")
+    seen = []
+    stop = threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open("/proc/%s/cmdline" % entry, "rb") as fh:
+                        cmd = fh.read()
+                except OSError:
+                    continue
+                if b"ipmitool" in cmd:
+                    seen.append(cmd)
+                # Other tests (xdist workers) start the ad-hoc ansible CLI with bmc_password in its
+                # "-a" argument: that is this test harness, not the module or a playbook.
+                if PASSWORD.encode() in cmd and cmd.split(b"\0")[1:2] != [ANSIBLE_CLI]:
+                    seen.append(b"LEAK " + cmd)
+            time.sleep(0.002)
+
+    # The test harness would put module arguments on the ansible CLI's own command line (a
+    # playbook would not), so the password comes from the task environment here.
+    env = {"FLEETNAP_BMC_PASSWORD": PASSWORD}
+    on_args = sim.args(state="on", min_interval=0.3)
+    off_args = sim.args(state="off", min_interval=0.3)
+    del on_args["bmc_password"], off_args["bmc_password"]
+    t = threading.Thread(target=sampler)
+    t.start()
+    try:
+        on = run("bmc_power", on_args, env=env)
+        off = run("bmc_power", off_args, env=env)
+        # An unanswered BMC keeps ipmitool alive for seconds: the sampler is sure to see it.
+        slow = run("bmc_power", dict(off_args, bmc_port=free_port(socket.SOCK_DGRAM), retries=0), env=env)
+    finally:
+        stop.set()
+        t.join()
+    assert not on.failed and not off.failed and slow.failed
+    assert not [c for c in seen if c.startswith(b"LEAK")]
+    assert any(b"ipmitool" in c and b"-E" in c for c in seen), "the sampler never caught ipmitool running"
+    for res in (on, off, slow):
+        assert_no_secret(res)
+

@@ -1,0 +1,216 @@
+"""cpuidle_qos through Ansible on every captured machine in ../shared/data/cpuidle (pepc-style)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import dataset_names, materialize, snapshot_tree
+from datasets import disabled_on_disk, expected_disabled, raw_states, thesis_measurements
+
+
+def qos(module_runner, root, check=False, diff=False, **args):
+    args.setdefault("sysfs_root", str(root))
+    return module_runner("cpuidle_qos", args, check=check, diff=diff)
+
+
+@pytest.mark.parametrize("dataset", dataset_names())
+def test_budget_on_every_machine(dataset, tmp_path, module_runner):
+    root = materialize(dataset, tmp_path / "root")
+    pristine = snapshot_tree(root / "sys")
+    # Check mode first: the plan for 20 us, nothing written.
+    res = qos(module_runner, root, check=True, diff=True, max_latency_us=20)
+    assert not res.failed, res.get("msg")
+    assert res.changed == bool(expected_disabled(dataset, 20))
+    assert snapshot_tree(root / "sys") == pristine
+    assert not (root / "var/lib/fleetnap").exists()
+    # Apply, checked file by file on every CPU; a second run changes nothing.
+    res = qos(module_runner, root, max_latency_us=20)
+    assert not res.failed, res.get("msg")
+    assert disabled_on_disk(root, dataset) == expected_disabled(dataset, 20)
+    again = qos(module_runner, root, max_latency_us=20)
+    assert not again.changed and again["writes"] == 0
+    # absent restores the capture exactly (a machine the budget did not touch has no record).
+    res = qos(module_runner, root, state="absent")
+    assert res.changed == res["restored"] == bool(expected_disabled(dataset, 20))
+    assert snapshot_tree(root / "sys") == pristine
+
+
+@pytest.mark.parametrize("dataset", ["ivbep1", "spr1", "rome0", "lnl0"])
+def test_budget_sequence(dataset, tmp_path, module_runner):
+    """Budgets changed in a row (server and client, Intel and AMD): each one exact, each idempotent."""
+    root = materialize(dataset, tmp_path / "root")
+    for budget in (100, 2, 50, None):
+        res = qos(module_runner, root, max_latency_us=budget, declared_latency_margin=1.5)
+        assert not res.failed, res.get("msg")
+        assert disabled_on_disk(root, dataset) == expected_disabled(dataset, budget, margin=1.5), budget
+        again = qos(module_runner, root, max_latency_us=budget, declared_latency_margin=1.5)
+        assert not again.changed, budget
+
+
+def test_diff_shows_what_would_change(tmp_path, module_runner):
+    root = materialize("ivbep1", tmp_path / "root")
+    res = qos(module_runner, root, check=True, diff=True, max_latency_us=20)
+    before, after = res["diff"]["before"], res["diff"]["after"]
+    assert before["disabled_cpus_per_state"] == {"POLL": "", "C1": "", "C1E": "", "C3": "", "C6": ""}
+    assert after["disabled_cpus_per_state"] == {"POLL": "", "C1": "", "C1E": "", "C3": "0-47", "C6": "0-47"}
+    res = qos(module_runner, root, diff=True, max_latency_us=20, cpus="0-3", resume_latency_us=15)
+    assert res["diff"]["after"]["disabled_cpus_per_state"]["C6"] == "0-3"
+    assert res["diff"]["after"]["pm_qos_resume_latency_us"] == {"0": 15, "1": 15, "2": 15, "3": 15}
+
+
+def test_thesis_measurements_through_ansible(tmp_path, module_runner):
+    """The thesis's measured maxima vs the driver's declared values, decided side by side."""
+    thesis = thesis_measurements()
+    for dataset in ("ivbep1", "hswep0", "bdwep0"):
+        measured = {state: m for state, (_d, m) in thesis[dataset].items()}
+        for budget in (10, 20, 50, 100):
+            root = materialize(dataset, tmp_path / ("%s-%d" % (dataset, budget)))
+            declared = qos(module_runner, root, check=True, max_latency_us=budget)
+            res = qos(module_runner, root, max_latency_us=budget, measured_latency_us=measured)
+            assert not res.failed, res.get("msg")
+            assert disabled_on_disk(root, dataset) == expected_disabled(dataset, budget, measured=measured)
+            by_meas = {s["name"]: s for s in res["states"]}
+            by_decl = {s["name"]: s for s in declared["states"]}
+            for state, m in measured.items():
+                assert by_meas[state]["allowed"] == (m <= budget)
+                assert by_meas[state]["measured_us"] == pytest.approx(m)
+                assert by_decl[state]["allowed"] == (by_decl[state]["declared_us"] <= budget)
+    # The headline: at 20 us Ivy Bridge's C1E (declared 10, measured 21.8) is kept by the
+    # driver's numbers and disabled by the measurement.
+    root = materialize("ivbep1", tmp_path / "headline")
+    measured = {state: m for state, (_d, m) in thesis["ivbep1"].items()}
+    res = qos(module_runner, root, max_latency_us=20, measured_latency_us=measured)
+    c1e = next(s for s in res["states"] if s["name"] == "C1E")
+    assert c1e["declared_us"] == 10 and not c1e["allowed"] and "measured 21.765 us > budget 20 us" == c1e["reason"]
+
+
+def test_offline_cpu_without_cpuidle_is_skipped(tmp_path, module_runner):
+    root = materialize("skld0", tmp_path / "root")
+    cpu = root / "sys/devices/system/cpu"
+    (cpu / "online").chmod(0o644)
+    (cpu / "online").write_text("0-2,4-15\n")
+    shutil.rmtree(cpu / "cpu3/cpuidle")  # the captured kernel removes it for an offline CPU
+    (cpu / "cpu5/online").write_text("0\n")  # offline, but its cpuidle directory is still there
+    (cpu / "online").write_text("0-2,4,6-15\n")
+    res = qos(module_runner, root, max_latency_us=20)
+    assert not res.failed, res.get("msg")
+    assert res["skipped_cpus"] == "3" and res["cpus"] == "0-2,4-15"
+    assert any("offline CPU(s) 3" in w for w in res.get("warnings", []))
+    states = raw_states("skld0")
+    want = {(c, i) for c, i in expected_disabled("skld0", 20) if c != 3}
+    got = set()
+    for c in states:
+        for i in states[c]:
+            f = cpu / ("cpu%d/cpuidle/state%d/disable" % (c, i))
+            if f.exists() and f.read_text().strip() == "1":
+                got.add((c, i))
+    assert got == want
+
+
+def test_machine_without_cpuidle_driver(tmp_path, module_runner):
+    root = materialize("bdwup0", tmp_path / "root")
+    cpu = root / "sys/devices/system/cpu"
+    (cpu / "cpuidle/current_driver").write_text("none\n")
+    for d in cpu.glob("cpu[0-9]*/cpuidle"):
+        shutil.rmtree(d)
+    res = qos(module_runner, root, max_latency_us=20)
+    assert not res.failed and not res.changed and res["driver"] is None and res["states"] == []
+    assert any("no cpuidle states" in w for w in res["warnings"])
+    res = qos(module_runner, root, max_latency_us=20, disable=["C6"])
+    assert res.failed and "no cpuidle states (driver: none)" in res["msg"]
+
+
+def _unchanged_after_failure(module_runner, tmp_path, args, match, prepare=None, dataset="ivbep1"):
+    root = materialize(dataset, tmp_path / "root")
+    if prepare:
+        prepare(root)
+    before = snapshot_tree(root)
+    res = qos(module_runner, root, **args)
+    assert res.failed, res
+    assert match in res["msg"], res["msg"]
+    assert snapshot_tree(root) == before
+    return res
+
+
+def test_negative_budget(tmp_path, module_runner):
+    _unchanged_after_failure(module_runner, tmp_path, {"max_latency_us": -5}, "max_latency_us must be >= 0")
+
+
+def test_unknown_state_lists_known_names(tmp_path, module_runner):
+    res = _unchanged_after_failure(module_runner, tmp_path, {"max_latency_us": 20, "disable": ["C7"]},
+                                   "unknown state(s) C7")
+    assert "POLL, C1, C1E, C3, C6" in res["msg"]
+
+
+def test_non_numeric_latency(tmp_path, module_runner):
+    _unchanged_after_failure(module_runner, tmp_path, {"max_latency_us": 20, "measured_latency_us": {"C1": "fast"}},
+                             "must be a number of microseconds")
+    _unchanged_after_failure(module_runner, tmp_path / "b", {"max_latency_us": "twenty"}, "max_latency_us")
+
+
+def test_absent_cpus(tmp_path, module_runner):
+    _unchanged_after_failure(module_runner, tmp_path, {"max_latency_us": 20, "cpus": "40-63"},
+                             "CPU(s) 48-63 do not exist on this host (present: 0-47)")
+
+
+def test_read_only_sysfs(tmp_path, module_runner):
+    def ro(root):
+        (root / "sys/devices/system/cpu/cpu17/cpuidle/state3/disable").chmod(0o444)
+    res = _unchanged_after_failure(module_runner, tmp_path, {"max_latency_us": 20}, "read-only", prepare=ro)
+    assert "cpu17/cpuidle/state3/disable" in res["msg"] and "nothing was changed" in res["msg"]
+
+
+def test_missing_sysfs(tmp_path, module_runner):
+    (tmp_path / "empty").mkdir()
+    res = qos(module_runner, tmp_path / "empty", max_latency_us=20)
+    assert res.failed and "does not exist" in res["msg"] and str(tmp_path / "empty") in res["msg"]
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.skipif(not THP.exists(), reason="needs a real sysfs attribute that rejects '1'")
+def test_failed_write_rolls_back(tmp_path, module_runner):
+    """A real kernel attribute that refuses the value half-way through: earlier writes undone."""
+    def trap(root):
+        f = root / "sys/devices/system/cpu/cpu30/cpuidle/state4/disable"
+        f.unlink()
+        f.symlink_to(THP)  # writable, but the kernel answers EINVAL to "1"
+    thp_before = THP.read_text()
+    root = materialize("ivbep1", tmp_path / "root")
+    trap(root)
+    before = snapshot_tree(root)
+    res = qos(module_runner, root, max_latency_us=20)
+    assert res.failed and "rolled back" in res["msg"] and "the host is as it was" in res["msg"]
+    assert snapshot_tree(root) == before
+    assert THP.read_text() == thp_before
+    assert not (root / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
+
+
+def test_warns_about_other_managers(tmp_path, module_runner):
+    root = materialize("ivbep1", tmp_path / "root")
+    (root / "proc/cmdline").write_text("ro quiet intel_idle.max_cstate=1 idle=poll\n")
+    (root / "etc/tuned").mkdir(parents=True)
+    (root / "etc/tuned/active_profile").write_text("latency-performance\n")
+    (root / "run/tuned").mkdir(parents=True)
+    (root / "run/tuned/tuned.pid").write_text("1234\n")
+    res = qos(module_runner, root, max_latency_us=20)
+    text = " ".join(res["warnings"])
+    assert "intel_idle.max_cstate=1" in text and "idle=poll" in text and "tuned is running" in text
+
+
+def test_persist_and_global_latency_files(tmp_path, module_runner):
+    root = materialize("hswep0", tmp_path / "root")
+    res = qos(module_runner, root, max_latency_us=20, persist=True, global_latency_us=20, resume_latency_us=20)
+    assert res.changed and not res.failed, res.get("msg")
+    unit = root / "etc/systemd/system/fleetnap-cpu-dma-latency.service"
+    assert "hold-cpu-dma-latency 20" in unit.read_text()
+    assert (root / "etc/systemd/system/multi-user.target.wants/fleetnap-cpuidle.service").is_symlink()
+    config = (root / "etc/fleetnap/cpuidle.json").read_text()
+    assert '"C3"' in config and '"resume_latency_us": 20' in config
+    again = qos(module_runner, root, max_latency_us=20, persist=True, global_latency_us=20, resume_latency_us=20)
+    assert not again.changed
+    # The boot-time script really applies the config (run it against the tree's sysfs).
+    res = qos(module_runner, root, state="absent")
+    assert res.changed and not unit.exists() and not (root / "etc/fleetnap/cpuidle.json").exists()

@@ -1,0 +1,95 @@
+"""sleep_policy on prepared /sys/power trees and on this machine's kernel (no suspend support)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import snapshot_tree
+
+TARGETS = ["hibernate.target", "hybrid-sleep.target", "sleep.target", "suspend-then-hibernate.target",
+           "suspend.target"]
+
+
+def power_tree(tmp_path, states="freeze mem disk", mem_sleep="s2idle [deep]"):
+    power = tmp_path / "root/sys/power"
+    power.mkdir(parents=True)
+    (power / "state").write_text(states + "\n")
+    if mem_sleep is not None:
+        (power / "mem_sleep").write_text(mem_sleep + "\n")
+    return tmp_path / "root"
+
+
+def run(module_runner, root, **args):
+    args["sysfs_root"] = str(root)
+    diff = args.pop("_diff", False)
+    check = args.pop("_check", False)
+    return module_runner("sleep_policy", args, diff=diff, check=check)
+
+
+def test_none_masks_targets_and_absent_restores(tmp_path, module_runner):
+    root = power_tree(tmp_path)
+    before = snapshot_tree(root)
+    res = run(module_runner, root, allow="none", _check=True, _diff=True)
+    assert res.changed and res["diff"]["after"]["masked_targets"] == TARGETS
+    assert snapshot_tree(root) == before and not (root / "etc").exists()
+    res = run(module_runner, root, allow="none")
+    assert res.changed and res["masked_targets"] == TARGETS
+    for t in TARGETS:
+        assert os.readlink(root / "etc/systemd/system" / t) == "/dev/null"
+    assert "AllowSuspend=no" in (root / "etc/systemd/sleep.conf.d/fleetnap.conf").read_text()
+    assert not run(module_runner, root, allow="none").changed
+    res = run(module_runner, root, state="absent")
+    assert res.changed
+    assert not any((root / "etc/systemd/system" / t).is_symlink() for t in TARGETS)
+    assert not (root / "etc/systemd/sleep.conf.d/fleetnap.conf").exists()
+    assert not (root / "var/lib/fleetnap/sleep_policy.orig.json").exists()
+    assert snapshot_tree(root / "sys") == snapshot_tree(power_tree(tmp_path / "fresh") / "sys")
+
+
+def test_s2idle_then_deep(tmp_path, module_runner):
+    root = power_tree(tmp_path)
+    res = run(module_runner, root, allow="s2idle")
+    assert res.changed and res["mem_sleep"] == "s2idle"
+    assert (root / "sys/power/mem_sleep").read_text().strip() == "s2idle"
+    assert "SuspendState=freeze" in (root / "etc/systemd/sleep.conf.d/fleetnap.conf").read_text()
+    assert not run(module_runner, root, allow="s2idle").changed
+
+
+def test_someone_elses_mask_is_kept(tmp_path, module_runner):
+    root = power_tree(tmp_path)
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True)
+    (units / "hibernate.target").symlink_to("/dev/null")
+    run(module_runner, root, allow="none")
+    res = run(module_runner, root, allow="deep")
+    assert res["masked_targets"] == ["hibernate.target"]
+    assert (units / "hibernate.target").is_symlink() and not (units / "suspend.target").exists()
+
+
+@pytest.mark.parametrize("states,mem_sleep,allow,match", [
+    ("freeze", "s2idle", "deep", "does not offer S3"),
+    ("", None, "s2idle", "does not offer suspend-to-idle"),
+    ("freeze mem", "[s2idle]", "mem", "does not offer S3"),
+])
+def test_unavailable_state_fails_and_changes_nothing(tmp_path, module_runner, states, mem_sleep, allow, match):
+    root = power_tree(tmp_path, states, mem_sleep)
+    before = snapshot_tree(root)
+    res = run(module_runner, root, allow=allow)
+    assert res.failed and match in res["msg"]
+    assert snapshot_tree(root) == before and not (root / "etc").exists()
+
+
+def test_read_only_mem_sleep(tmp_path, module_runner):
+    root = power_tree(tmp_path)
+    (root / "sys/power/mem_sleep").chmod(0o444)
+    res = run(module_runner, root, allow="s2idle")
+    assert res.failed and "read-only" in res["msg"] and not (root / "etc").exists()
+
+
+def test_live_kernel_without_suspend(module_runner):
+    """This machine's kernel offers no sleep state: asking for S3 fails clearly."""
+    if "mem" in Path("/sys/power/state").read_text().split():
+        pytest.skip("this kernel offers S3")
+    res = module_runner("sleep_policy", {"allow": "deep"})
+    assert res.failed and "does not offer S3" in res["msg"] and "/sys/power/state" in res["msg"]

@@ -1,0 +1,205 @@
+"""Unit tests of module_utils/fleetnap/ipmi.py (argv, status parsing, rate limit, retries)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from ansible.module_utils.fleetnap import ipmi
+from ansible.module_utils.fleetnap.ipmi import Bmc, IpmiError, RateLimiter
+
+SECRET = "Sup3r-Secret-9"
+
+
+def test_argv_has_no_password_and_uses_env():
+    argv = ipmi.build_argv("/usr/bin/ipmitool", "10.0.0.5", 623, "admin", ["chassis", "power", "status"])
+    assert SECRET not in " ".join(argv)
+    assert "-P" not in argv and "-f" not in argv
+    assert argv[:10] == ["/usr/bin/ipmitool", "-I", "lanplus", "-H", "10.0.0.5", "-p", "623", "-U", "admin", "-E"]
+    assert argv[-3:] == ["chassis", "power", "status"]
+    assert argv[argv.index("-C") + 1] == "3"
+    assert "-C" not in ipmi.build_argv("ipmitool", "h", 623, "u", ["x"], interface="lan")
+    assert ipmi.password_env(SECRET) == {"IPMI_PASSWORD": SECRET}
+    with pytest.raises(ValueError, match="FLEETNAP_BMC_PASSWORD"):
+        ipmi.password_env("")
+
+
+@pytest.mark.parametrize("host,port,user,match", [
+    ("", 623, "admin", "bmc_host"), ("-oops", 623, "admin", "bmc_host"), ("a b", 623, "admin", "bmc_host"),
+    ("h", 0, "admin", "bmc_port"), ("h", 70000, "admin", "bmc_port"), ("h", "623", "admin", "bmc_port"),
+    ("h", 623, "", "bmc_user"), ("h", 623, "x" * 17, "bmc_user"),
+])
+def test_validate_target(host, port, user, match):
+    with pytest.raises(ValueError, match=match):
+        ipmi.validate_target(host, port, user)
+
+
+def test_parse_status():
+    assert ipmi.parse_power_status("Chassis Power is on\n") == "on"
+    assert ipmi.parse_power_status("Loading IANA PEN Registry...\nChassis Power is off\n") == "off"
+    with pytest.raises(IpmiError, match="cannot read the power state") as e:
+        ipmi.parse_power_status("Chassis Power Control: Up/On")
+    assert e.value.kind == "parse"
+
+
+@pytest.mark.parametrize("stderr,kind", [
+    ("> RAKP 2 HMAC is invalid\nError: Unable to establish IPMI v2 / RMCP+ session", "auth"),
+    ("RAKP 2 message indicates an error : unauthorized name\nError: Unable to establish IPMI v2 / RMCP+ session",
+     "auth"),
+    ("Get Auth Capabilities error\nError issuing Get Channel Authentication Capabilities request\n"
+     "Error: Unable to establish IPMI v2 / RMCP+ session", "unreachable"),
+    ("Set Chassis Power Control to Cycle failed: Command not supported in present state", "command"),
+])
+def test_classify(stderr, kind):
+    assert ipmi.classify_failure("", stderr) == kind
+
+
+def test_backoff():
+    assert ipmi.backoff_delays(4, 0.5, 3) == [0.5, 1.0, 2.0, 3.0]
+    assert ipmi.backoff_delays(0) == []
+
+
+def test_lock_path_sanitised(tmp_path):
+    assert ipmi.lock_path(str(tmp_path), "fe80::1%eth0", 623) == str(tmp_path / "fe80__1_eth0_623")
+
+
+class FakeClock(object):
+    def __init__(self, t=1000.0):
+        self.t = t
+        self.sleeps = []
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        self.sleeps.append(s)
+        self.t += s
+
+
+def test_rate_limiter_waits_only_the_remaining_interval(tmp_path):
+    clock = FakeClock()
+    with RateLimiter(str(tmp_path), "bmc1", 623, 2.0, clock=clock, sleep=clock.sleep) as rl:
+        assert rl.waited == 0
+        clock.t += 0.5  # the command takes 0.5 s
+    end1 = clock.t
+    clock.t += 0.5
+    with RateLimiter(str(tmp_path), "bmc1", 623, 2.0, clock=clock, sleep=clock.sleep) as rl:
+        assert rl.waited == pytest.approx(1.5) and rl.start == pytest.approx(end1 + 2.0)
+    # Another BMC has its own file and does not wait.
+    with RateLimiter(str(tmp_path), "bmc2", 623, 2.0, clock=clock, sleep=clock.sleep) as rl:
+        assert rl.waited == 0
+    # A timestamp from the future (clock stepped back) never makes it wait more than the interval.
+    (tmp_path / "bmc1_623").write_text("%f\n" % (clock.t + 3600))
+    with RateLimiter(str(tmp_path), "bmc1", 623, 2.0, clock=clock, sleep=clock.sleep) as rl:
+        assert rl.waited == pytest.approx(2.0)
+
+
+def test_rate_limiter_unwritable_dir(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(IpmiError, match="rate_limit_dir"):
+        with RateLimiter(str(blocker / "sub"), "h", 623, 1):
+            pass
+
+
+def _worker(state_dir, out_path, n, interval):
+    rows = []
+    for _ in range(n):
+        with RateLimiter(state_dir, "shared-bmc", 623, interval) as rl:
+            time.sleep(0.02)  # the "command"
+        rows.append((rl.start, rl.end))
+    with open(out_path, "w") as fh:
+        json.dump(rows, fh)
+
+
+def test_rate_limiter_across_processes(tmp_path):
+    """Real processes, real flock: commands never overlap and are min_interval apart."""
+    interval = 0.15
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "rl"), str(tmp_path / ("%d.json" % i)), 3, interval))
+             for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    rows = sorted(r for i in range(3) for r in json.loads((tmp_path / ("%d.json" % i)).read_text()))
+    assert len(rows) == 9
+    for (s1, e1), (s2, e2) in zip(rows, rows[1:]):
+        assert s2 >= e1 + interval - 1e-5, (s1, e1, s2, e2)
+    assert oct(os.stat(tmp_path / "rl").st_mode & 0o777) == "0o700"
+
+
+class ScriptedRunner(object):
+    """Error-path stand-in for ipmitool: returns scripted (rc, out, err) and records argv/env."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = []
+
+    def __call__(self, argv, env):
+        self.calls.append((argv, env))
+        return self.answers.pop(0)
+
+
+UNREACHABLE = (1, "", "Get Auth Capabilities error\nError: Unable to establish IPMI v2 / RMCP+ session")
+
+
+def _bmc(tmp_path, runner, **kw):
+    clock = FakeClock()
+    kw.setdefault("min_interval", 0)
+    return Bmc(runner, "ipmitool", "10.1.2.3", 6230, "admin", SECRET, state_dir=str(tmp_path),
+               clock=clock, sleep=clock.sleep, **kw), clock
+
+
+def test_bmc_retries_unreachable_then_gives_up(tmp_path):
+    runner = ScriptedRunner(UNREACHABLE, UNREACHABLE, UNREACHABLE)
+    bmc, clock = _bmc(tmp_path, runner, retries=2, backoff=0.5)
+    with pytest.raises(IpmiError, match=r"BMC 10\.1\.2\.3:6230 did not answer .* after 3 attempt") as e:
+        bmc.status()
+    assert e.value.kind == "unreachable" and len(runner.calls) == 3
+    assert clock.sleeps == [0.5, 1.0]
+    for argv, env in runner.calls:
+        assert SECRET not in argv and env == {"IPMI_PASSWORD": SECRET}
+
+
+def test_bmc_retry_then_success(tmp_path):
+    runner = ScriptedRunner(UNREACHABLE, (0, "Chassis Power is on\n", ""))
+    bmc, _ = _bmc(tmp_path, runner, retries=2)
+    assert bmc.status() == "on" and [c["rc"] for c in bmc.log] == [1, 0]
+
+
+def test_bmc_auth_failure_not_retried(tmp_path):
+    runner = ScriptedRunner((1, "", "> RAKP 2 HMAC is invalid\nError: Unable to establish IPMI v2 / RMCP+ session"))
+    bmc, _ = _bmc(tmp_path, runner, retries=5)
+    with pytest.raises(IpmiError, match="rejected user 'admin': RAKP 2 HMAC is invalid") as e:
+        bmc.status()
+    assert e.value.kind == "auth" and len(runner.calls) == 1
+    assert SECRET not in str(e.value)
+
+
+def test_bmc_wait_for_times_out_with_last_state(tmp_path):
+    runner = ScriptedRunner(*[(0, "Chassis Power is on\n", "")] * 10)
+    bmc, clock = _bmc(tmp_path, runner)
+    reached, last, seen = bmc.wait_for("off", timeout=3, poll=1)
+    assert (reached, last, seen) == (False, "on", ["on"])
+    assert len(runner.calls) == 4 and clock.t == 1003.0  # polls at t=0, 1, 2, 3 (the deadline), no later
+
+
+def test_bmc_guard_wraps_argv_and_maps_timeout(tmp_path):
+    runner = ScriptedRunner((124, "", ""), (124, "", ""))
+    bmc, _ = _bmc(tmp_path, runner, retries=1, session_timeout=2, session_retries=1, guard=["/usr/bin/timeout"])
+    with pytest.raises(IpmiError, match="did not finish within 12 s") as e:
+        bmc.status()
+    assert e.value.kind == "unreachable"
+    argv = runner.calls[0][0]
+    assert argv[:4] == ["/usr/bin/timeout", "--kill-after=2", "12", "ipmitool"]
+
+
+def test_bmc_rejects_session_retries_zero(tmp_path):
+    with pytest.raises(ValueError, match="session_retries must be >= 1"):
+        _bmc(tmp_path, ScriptedRunner(), session_retries=0)
