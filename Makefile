@@ -4,6 +4,7 @@
 #   make test       set up, lint, unit tests, lab tests
 #   make test-unit  the fast part (no lab)
 #   make lint       ansible-lint (production profile) + ansible-doc for every module
+#   make bench      benchmarks (ratios against a baseline measured in the same run)
 #   make lab-up | lab-down | lab-status
 
 SHELL := /bin/bash
@@ -20,19 +21,19 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 # Debian packages the tests and the lab need (installed once, then cached by a stamp).
-DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs
+DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium
 
-PYTEST_UNIT := $(BIN)/pytest -q -p no:cacheprovider tests/unit tests/modules
+.PHONY: help setup deps venv test test-unit lint demo bench
 
-.PHONY: help setup deps venv test test-unit lint demo
+include lab/lab.mk
 
 help:
-	@sed -n '2,9p' Makefile
+	@sed -n '2,10p' Makefile
 
 setup: deps venv
 
 deps: $(CACHE)/deb.stamp
-$(CACHE)/deb.stamp: Makefile
+$(CACHE)/deb.stamp: Makefile lab/lab.mk
 	@mkdir -p $(CACHE)
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -48,8 +49,10 @@ $(VENV)/.stamp: requirements.txt | $(CACHE)/deb.stamp
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
 	@touch $@
 
+# The tests that change this kernel's cpuidle settings run alone; the rest in parallel.
 test-unit: setup
-	$(PYTEST_UNIT)
+	$(BIN)/pytest -q -m live_kernel tests/modules
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not live_kernel and not lab" tests/unit tests/modules
 
 lint: setup
 	$(BIN)/ansible-lint --profile production --strict .
@@ -58,3 +61,9 @@ lint: setup
 	done; echo "ansible-doc: all modules render"
 
 test: setup lint test-unit
+	@rc=0; $(MAKE) --no-print-directory test-lab test-molecule || rc=$$?; \
+	$(MAKE) --no-print-directory lab-down; exit $$rc
+
+bench: setup
+	$(BIN)/python tests/bench/bench_pm_timeline.py
+	$(BIN)/python tests/bench/bench_gear_plan.py

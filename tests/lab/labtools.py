@@ -1,0 +1,98 @@
+"""Helpers for the lab suite: run labctl, and a Lab object around the running lab's table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = REPO / "lab"
+# labctl is standard-library Python 3.11: run it with Debian's interpreter, as make does
+LABCTL = ["/usr/bin/python3", str(LAB / "labctl.py")]
+sys.path.insert(0, str(LAB))
+
+import labctl  # noqa: E402
+
+
+def run_labctl(*args, env=None, timeout=900, check=True):
+    proc = subprocess.run(LABCTL + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})), cwd=str(REPO))
+    if check and proc.returncode != 0:
+        raise AssertionError("labctl %s failed (rc=%d)\n%s\n%s"
+                             % (" ".join(args), proc.returncode, proc.stdout, proc.stderr))
+    return proc
+
+
+class Lab:
+    """The running lab: its table (lab/state/lab.json) and helpers around labctl's functions."""
+
+    def __init__(self, up_result: dict):
+        self.up_result = up_result
+        self.table = labctl.load_table()
+        self.hosts = {h["name"]: h for h in self.table["hosts"]}
+        self.password = labctl.bmc_password()
+
+    def __getitem__(self, name: str) -> dict:
+        return self.hosts[name]
+
+    def ssh(self, name: str, command: str, timeout: float = 30, check: bool = True):
+        return labctl.ssh(self.hosts[name], command, timeout=timeout, check=check)
+
+    def ipmitool(self, name: str, *args: str, password: str | None = None, cipher: bool = True):
+        """The documented command: ipmitool -I lanplus -H 127.0.0.1 -p PORT -U admin -E ..."""
+        cmd = ["ipmitool", "-I", "lanplus", "-H", "127.0.0.1", "-p", str(self.hosts[name]["bmc_port"]),
+               "-U", "admin", "-E"]
+        if cipher:
+            cmd[3:3] = ["-C", "3"]
+        env = dict(os.environ, IPMI_PASSWORD=self.password if password is None else password)
+        return subprocess.run(cmd + list(args), capture_output=True, text=True, env=env, timeout=60)
+
+    def power(self, name: str) -> str:
+        return labctl.bmc_power(self.hosts[name])
+
+    def qmp_status(self, name: str) -> str:
+        return labctl.qmp_status(self.hosts[name])
+
+    def qemu_pid(self, name: str):
+        return labctl.qemu_alive(self.hosts[name])
+
+    def wait_for(self, what: str, predicate, timeout: float, interval: float = 0.25):
+        t0 = time.monotonic()
+        while True:
+            value = predicate()
+            if value:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+            time.sleep(interval)
+
+    def wait_ssh(self, name: str, timeout: float = 240) -> float:
+        return labctl.wait_ssh(self.hosts[name], timeout)
+
+    def ssh_down(self, name: str) -> bool:
+        return not labctl.ssh_banner(self.hosts[name], timeout=1.0)
+
+    def wol_log(self) -> list[dict]:
+        path = labctl.STATE / "wol-relay.log"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def restore(self, name: str) -> None:
+        """Bring a guest back to running with SSH, whatever state a test left it in."""
+        h = self.hosts[name]
+        status = labctl.qmp_status(h)
+        if status == "suspended":
+            labctl.qmp(h["qmp"], "system_wakeup")
+        elif status == "off":
+            self.wait_for("%s's BMC to report off" % name, lambda: self.power(name) == "off", 60)
+            labctl.ipmi(h, "chassis", "power", "on")
+        labctl.wait_ssh(h, 300)
+
+    def record_timing(self, key: str, value) -> None:
+        path = labctl.STATE / "timings.json"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data[key] = value
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
