@@ -1,0 +1,88 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleetnap_fact
+short_description: Store a host's measurements where the latency gate reads them
+description:
+  - Merges O(data) into the host's local facts file C(/etc/ansible/facts.d/fleetnap.fact)
+    (JSON), which Ansible's fact gathering exposes as C(ansible_facts['ansible_local']['fleetnap'])
+    and the C(latency_profile) role reads (C(wake_latency_us), C(resume)).
+  - Top-level keys in O(data) replace the stored ones; other stored keys are kept.
+version_added: "0.1.0"
+author: fleetnap contributors
+options:
+  data:
+    description: Keys to store, for example C(resume) or C(wake_latency_us).
+    type: dict
+    required: true
+  path:
+    description: The facts file.
+    type: path
+    default: /etc/ansible/facts.d/fleetnap.fact
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Store the measured resume latency
+  fleetnap_fact:
+    data:
+      resume: {kernel_ms: 120.4, end_to_end_ms: 2300, cycles: 3}
+"""
+
+RETURN = r"""
+facts:
+  description: The whole stored document after the call.
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            data=dict(type="dict", required=True),
+            path=dict(type="path", default="/etc/ansible/facts.d/fleetnap.fact"),
+        ),
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    current = {}
+    if os.path.exists(path):
+        try:
+            with open(path) as fobj:
+                current = json.load(fobj)
+        except ValueError:
+            module.fail_json(msg="%s is not valid JSON; move it aside, fleetnap will start a new one" % path)
+        if not isinstance(current, dict):
+            module.fail_json(msg="%s does not hold a JSON object; move it aside" % path)
+    new = dict(current)
+    new.update(module.params["data"])
+    changed = new != current
+    if changed and not module.check_mode:
+        write_file_atomic(HostFS("/"), path, json.dumps(new, indent=1, sort_keys=True) + "\n", 0o644, module)
+    result = dict(changed=changed, facts=new)
+    if module._diff:
+        result["diff"] = {"before": current, "after": new}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: host_wait
+short_description: Wait until a host answers on a TCP service, or until it stops answering
+description:
+  - Runs on the controller (delegated to localhost). Polls a host's service port and, for a
+    service with a greeting (SSH), reads it, so a port that accepts connections for a sleeping
+    host (a NAT, a load balancer, QEMU's user networking) does not count as an answer.
+  - O(state=answering) waits for the first answer and returns when it came, relative to O(since)
+    (for example the moment a wake was sent), which is the end-to-end resume time a user sees.
+  - O(state=silent) waits until the host stops answering (gone to sleep or off).
+  - Fails after O(timeout) seconds, naming the host and what was last seen.
+version_added: "0.1.0"
+author: fleetnap contributors
+options:
+  host:
+    description: Address of the host.
+    type: str
+    required: true
+  port:
+    description: TCP port of the service.
+    type: int
+    default: 22
+  state:
+    description: What to wait for.
+    type: str
+    choices: [answering, silent]
+    default: answering
+  greeting:
+    description: Regular expression the service's first bytes must match; empty = a TCP connect is enough.
+    type: str
+    default: "^SSH-"
+  since:
+    description: Unix time to measure from (default the start of this call).
+    type: float
+  timeout:
+    description: Seconds to wait at most.
+    type: float
+    default: 120
+  interval:
+    description: Seconds between probes.
+    type: float
+    default: 0.2
+  probe_timeout:
+    description: Seconds one probe waits for the connection and the greeting.
+    type: float
+    default: 3.0
+  silent_for:
+    description:
+      - With O(state=silent), how long the host must stay silent before it counts as gone, so
+        a busy host that greets slowly is not taken for a sleeping one.
+    type: float
+    default: 3.0
+attributes:
+  check_mode:
+    support: full
+    details: Only observes; runs the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Wake time as a user sees it
+  host_wait:
+    host: "{{ ansible_host }}"
+    port: "{{ ansible_port | default(22) }}"
+    since: "{{ fleetnap__wake_sent_at }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+elapsed_s:
+  description: Seconds from O(since) to the state being reached.
+  returned: success
+  type: float
+  sample: 2.41
+at:
+  description: Unix time when the state was reached.
+  returned: success
+  type: float
+probes:
+  description: Number of probes made.
+  returned: always
+  type: int
+"""
+
+import re
+import socket
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def answers(host, port, greeting, timeout):
+    """True if the service accepts a connection and (when given) greets as expected."""
+    try:
+        conn = socket.create_connection((host, port), timeout=timeout)
+    except (OSError, socket.timeout):
+        return False
+    try:
+        if not greeting:
+            return True
+        conn.settimeout(timeout)
+        try:
+            data = conn.recv(256)
+        except (OSError, socket.timeout):
+            return False
+        return bool(re.search(greeting, data.decode("ascii", "replace")))
+    finally:
+        conn.close()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="str", required=True),
+            port=dict(type="int", default=22),
+            state=dict(type="str", choices=["answering", "silent"], default="answering"),
+            greeting=dict(type="str", default="^SSH-"),
+            since=dict(type="float"),
+            timeout=dict(type="float", default=120),
+            interval=dict(type="float", default=0.2),
+            probe_timeout=dict(type="float", default=3.0),
+            silent_for=dict(type="float", default=3.0),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["timeout"] <= 0 or p["interval"] <= 0:
+        module.fail_json(msg="timeout and interval must be > 0")
+    start = time.time()
+    since = p["since"] if p["since"] is not None else start
+    deadline = start + p["timeout"]
+    probes, silent_since = 0, None
+    while True:
+        probes += 1
+        probe_start = time.time()
+        ok = answers(p["host"], p["port"], p["greeting"], min(p["probe_timeout"], p["timeout"]))
+        now = time.time()
+        if p["state"] == "answering" and ok:
+            module.exit_json(changed=False, elapsed_s=round(now - since, 3), at=now, probes=probes)
+        if p["state"] == "silent":
+            if ok:
+                silent_since = None
+            elif silent_since is None:
+                silent_since = probe_start
+            if silent_since is not None and now - silent_since >= p["silent_for"]:
+                module.exit_json(changed=False, elapsed_s=round(silent_since - since, 3), at=silent_since,
+                                 probes=probes)
+        if now >= deadline:
+            module.fail_json(msg="%s:%d did not become %s within %g s (%d probes; last probe: %s)"
+                             % (p["host"], p["port"], p["state"], p["timeout"], probes,
+                                "answering" if ok else "no answer"), probes=probes)
+        time.sleep(p["interval"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,421 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: powernap_advice
+short_description: Advise whether a host should sleep between requests (PowerNap vs DVFS)
+description:
+  - Implements the analysis of the S3 study's section V (after Meisner et al., PowerNap, ASPLOS
+    2009) for one host, from its own measurements. Performance is an M/G/1 queue with exceptional
+    first service (the first request after an idle period also waits for the resume); power is the
+    time-weighted mix of busy, transition and sleep power.
+  - DVFS is the alternative. It scales only the CPU's share of the power and stretches service
+    times.
+  - Returns power and mean response time relative to no power management for PowerNap and DVFS, the
+    crossover utilisation below which PowerNap draws less power than DVFS, and an advice (V(sleep)
+    or V(stay-awake)) with a one-line reason.
+  - The model, every default and its source, and a reproduction of the study's figures are in
+    C(docs/powernap.md).
+  - Runs on the controller (C(delegate_to=localhost)); it changes nothing but O(svg_dest).
+version_added: "0.1.0"
+author:
+  - fleetnap contributors
+options:
+  transition_latency_s:
+    description:
+      - Resume latency in seconds, kernel or end to end (from the wake trigger to the service
+        answering), as measured by C(measure_resume.yml). The end-to-end value is the one
+        requests wait for.
+      - Also the suspend latency unless O(suspend_latency_s) is given.
+    type: float
+    required: true
+  suspend_latency_s:
+    description:
+      - Seconds from the last request to the host being asleep. A request arriving during the
+        suspend waits for it to finish, then for the resume. Both are charged at
+        O(transition_power_fraction).
+      - Default O(transition_latency_s). The study measured both, 680/650 ms and 50/50 ms.
+    type: float
+  utilization:
+    description:
+      - Busy fraction of the host without power management, in [0, 1). Either one number or a
+        series of recent measurements. For a series, the advice uses its
+        O(utilization_percentile) (nearest rank), so busy hours count and the average does not hide
+        them.
+    type: raw
+    required: true
+  utilization_percentile:
+    description: Percentile of a utilisation series that the advice uses.
+    type: float
+    default: 95
+  service_time_s:
+    description:
+      - Mean service time of one request, in seconds.
+      - The default of 38 ms is the PowerNap Web workload that the study's figures use (see
+        C(docs/powernap.md)).
+    type: float
+    default: 0.038
+  service_time_cv:
+    description: Coefficient of variation of the service time (0 constant, 1 exponential).
+    type: float
+    default: 1.0
+  idle_power_fraction:
+    description: Idle power as a fraction of peak. Idle servers draw about 60 % of peak (PowerNap, and the study's section V).
+    type: float
+    default: 0.6
+  sleep_power_fraction:
+    description: Power in S3 as a fraction of peak. The study measured 3.8 % and 6 %.
+    type: float
+    default: 0.05
+  transition_power_fraction:
+    description: Power during suspend and resume as a fraction of peak. The default charges peak power, which is conservative.
+    type: float
+    default: 1.0
+  cpu_power_fraction:
+    description: The CPU's share of server power, the only part DVFS scales. The study takes 33 %.
+    type: float
+    default: 0.33
+  dvfs_min_frequency:
+    description: Lowest DVFS frequency relative to nominal (0.5 is a 2x range).
+    type: float
+    default: 0.5
+  dvfs_target_utilization:
+    description:
+      - DVFS lowers the frequency until the stretched utilisation reaches this value, and never
+        below O(dvfs_min_frequency).
+    type: float
+    default: 0.8
+  dvfs_power_exponent:
+    description: CPU power scales as frequency to this power (3 = P ~ f V^2 with V ~ f).
+    type: float
+    default: 3.0
+  response_time_objective:
+    description:
+      - Highest mean response time allowed, relative to no power management (1.5 = at most 1.5x).
+    type: float
+    default: 1.5
+  require_beating_dvfs:
+    description:
+      - If V(true), advise V(sleep) only below the crossover utilisation, where sleeping saves
+        more than DVFS would.
+      - If V(false), advise V(sleep) wherever sleeping saves power compared with no power
+        management.
+    type: bool
+    default: true
+  svg_dest:
+    description:
+      - Write the curves to this file as a self-contained SVG. The curves show power and response
+        time against utilisation, with one line per latency of O(svg_latencies_s), one for the
+        host's latency and one for DVFS. The host's utilisation is marked.
+      - The file is written atomically and only when its content changes.
+    type: path
+  svg_latencies_s:
+    description: Transition latencies drawn next to the host's own (the study's 10, 50, 100 and 650 ms by default).
+    type: list
+    elements: float
+    default: [0.01, 0.05, 0.1, 0.65]
+  svg_title:
+    description: Title of the SVG. Default names the host latency and utilisation.
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: The advice is computed as usual. In check mode O(svg_dest) is not written, and RV(changed) tells whether it would be.
+  diff_mode:
+    support: full
+    description: The diff shows the old and the new SVG text of O(svg_dest).
+  platform:
+    platforms: posix
+notes:
+  - The model describes a single server that sleeps whenever it is idle, with Poisson arrivals. Its
+    numbers are estimates for a decision, not a forecast of the power bill.
+seealso:
+  - name: "Meisner, Gold, Wenisch: PowerNap: Eliminating Server Idle Power (ASPLOS 2009)"
+    description: The model this module implements.
+    link: https://doi.org/10.1145/1508244.1508269
+"""
+
+EXAMPLES = r"""
+- name: Advise from the measured end-to-end resume latency and a day of utilisation samples
+  powernap_advice:
+    transition_latency_s: "{{ ansible_facts['ansible_local']['fleetnap']['resume']['end_to_end_ms'] / 1000 }}"
+    utilization: "{{ host_utilization_samples }}"
+    service_time_s: 0.012
+    response_time_objective: 2.0
+    svg_dest: "/var/lib/fleetnap/reports/{{ inventory_hostname }}-powernap.svg"
+  delegate_to: localhost
+  register: nap
+
+- name: Show the advice
+  ansible.builtin.debug:
+    msg: "{{ inventory_hostname }}: {{ nap.advice }} ({{ nap.reason }})"
+
+- name: What would a 10 ms resume buy at 30 % load?
+  powernap_advice:
+    transition_latency_s: 0.01
+    utilization: 0.3
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+utilization:
+  description: The utilisation the advice is for (the percentile of a series).
+  returned: success
+  type: float
+  sample: 0.31
+utilization_summary:
+  description: How RV(utilization) was obtained.
+  returned: success
+  type: str
+  sample: p95 of 288 samples
+powernap:
+  description: The host sleeping whenever it is idle.
+  returned: success
+  type: dict
+  contains:
+    power_rel:
+      description: Mean power relative to no power management.
+      type: float
+      sample: 0.82
+    response_time_rel:
+      description: Mean response time relative to no power management.
+      type: float
+      sample: 1.9
+    power:
+      description: Mean power as a fraction of peak.
+      type: float
+    response_time_s:
+      description: Mean response time in seconds.
+      type: float
+    busy_fraction:
+      description: Fraction of time serving.
+      type: float
+    transition_fraction:
+      description: Fraction of time suspending or resuming.
+      type: float
+    sleep_fraction:
+      description: Fraction of time asleep.
+      type: float
+    setup_delay_s:
+      description: Mean extra wait caused by the transitions, in seconds.
+      type: float
+dvfs:
+  description: The host staying awake and scaling its CPU frequency instead.
+  returned: success
+  type: dict
+  contains:
+    power_rel:
+      description: Mean power relative to no power management.
+      type: float
+    response_time_rel:
+      description: Mean response time relative to no power management.
+      type: float
+    power:
+      description: Mean power as a fraction of peak.
+      type: float
+    response_time_s:
+      description: Mean response time in seconds.
+      type: float
+    frequency:
+      description: Frequency the DVFS model runs at, relative to nominal.
+      type: float
+baseline:
+  description: No power management. Contains C(power) (fraction of peak) and C(response_time_s).
+  returned: success
+  type: dict
+crossover_utilization:
+  description:
+    - Lowest utilisation at which PowerNap draws at least as much power as DVFS. Below it,
+      sleeping draws less.
+    - V(null) when sleeping draws less at every utilisation in [0, 1).
+  returned: success
+  type: float
+  sample: 0.16
+saves_power:
+  description:
+    - Whether sleeping draws less power than no power management and, with
+      O(require_beating_dvfs), also less than DVFS.
+  returned: success
+  type: bool
+keeps_objective:
+  description: Whether PowerNap's relative mean response time is within O(response_time_objective).
+  returned: success
+  type: bool
+advice:
+  description: V(sleep) if sleeping saves power and keeps the objective, else V(stay-awake).
+  returned: success
+  type: str
+  sample: stay-awake
+reason:
+  description: One line with the numbers behind RV(advice).
+  returned: success
+  type: str
+  sample: "resume 650 ms at 31 % load: power 1.21x (DVFS 0.72x, crossover 1.5 %), response 12.97x > objective 1.5x"
+model:
+  description: All model parameters used, defaults included.
+  returned: success
+  type: dict
+svg_dest:
+  description: Where the curves were written (only when O(svg_dest) is given).
+  returned: when svg_dest is given
+  type: str
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.fleetnap.powernap import (
+    DEFAULTS,
+    Model,
+    PowerNapError,
+    check_latency,
+    crossover_utilization,
+    evaluate,
+    format_latency,
+    render_svg,
+    summarize_utilization,
+)
+
+MODEL_OPTIONS = tuple(sorted(DEFAULTS))
+
+
+def _pct(x):
+    return ("%.1f" % (x * 100)).rstrip("0").rstrip(".") + " %"
+
+
+def advise(params):
+    model = Model(**dict((k, params[k]) for k in MODEL_OPTIONS))
+    tr = check_latency(params["transition_latency_s"])
+    ts = params["suspend_latency_s"]
+    ts = tr if ts is None else check_latency(ts, "suspend_latency_s")
+    rho, summary = summarize_utilization(params["utilization"], params["utilization_percentile"])
+    objective = params["response_time_objective"]
+    if objective is None or objective < 1:
+        raise PowerNapError("response_time_objective must be >= 1 (a multiple of the mean response "
+                            "time without power management, e.g. 1.5), got %r" % objective)
+    ev = evaluate(rho, tr, model, suspend_latency_s=ts)
+    cross = crossover_utilization(tr, model, suspend_latency_s=ts)
+    pn, dv = ev["powernap"], ev["dvfs"]
+    beats_dvfs = pn["power"] < dv["power"]
+    saves = pn["power_rel"] < 1.0 and (beats_dvfs or not params["require_beating_dvfs"])
+    keeps = pn["response_time_rel"] <= objective
+    advice = "sleep" if (saves and keeps) else "stay-awake"
+    reason = "resume %s at %s load (%s): power %.2fx (DVFS %.2fx, crossover %s), response %.2fx %s objective %gx" % (
+        format_latency(tr), _pct(rho), summary, pn["power_rel"], dv["power_rel"],
+        _pct(cross) if cross is not None else "none", pn["response_time_rel"],
+        "<=" if keeps else ">", objective)
+    out = {
+        "utilization": rho,
+        "utilization_summary": summary,
+        "powernap": pn,
+        "dvfs": dv,
+        "baseline": ev["baseline"],
+        "crossover_utilization": cross,
+        "saves_power": saves,
+        "beats_dvfs": beats_dvfs,
+        "keeps_objective": keeps,
+        "advice": advice,
+        "reason": reason,
+        "model": dict(model.as_dict(), transition_latency_s=tr, suspend_latency_s=ts,
+                      response_time_objective=objective,
+                      require_beating_dvfs=params["require_beating_dvfs"]),
+    }
+    return out, model, tr, rho
+
+
+def write_svg(module, dest, text):
+    """Write ``text`` to ``dest`` atomically if it differs; return (changed, before)."""
+    before = None
+    if os.path.exists(dest):
+        if os.path.isdir(dest):
+            module.fail_json(msg="svg_dest %s is a directory; give a file name such as %s"
+                                 % (dest, os.path.join(dest, "powernap.svg")))
+        try:
+            with open(dest, "rb") as f:
+                before = f.read().decode("utf-8", "replace")
+        except (IOError, OSError) as e:
+            module.fail_json(msg="cannot read svg_dest %s: %s" % (dest, to_native(e)))
+    if before == text:
+        return False, before
+    parent = os.path.dirname(os.path.abspath(dest))
+    if not os.path.isdir(parent):
+        module.fail_json(msg="the directory of svg_dest %s does not exist; create %s first" % (dest, parent))
+    if module.check_mode:
+        return True, before
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".powernap-", suffix=".svg", dir=parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(to_bytes(text))
+    except (IOError, OSError) as e:
+        module.fail_json(msg="cannot write next to svg_dest %s: %s (is %s writable?)"
+                             % (dest, to_native(e), parent))
+    if before is None:
+        os.chmod(tmp, 0o644)
+    module.atomic_move(tmp, dest)
+    return True, before
+
+
+def main():
+    spec = dict(
+        transition_latency_s=dict(type="float", required=True),
+        suspend_latency_s=dict(type="float"),
+        utilization=dict(type="raw", required=True),
+        utilization_percentile=dict(type="float", default=95.0),
+        response_time_objective=dict(type="float", default=1.5),
+        require_beating_dvfs=dict(type="bool", default=True),
+        svg_dest=dict(type="path"),
+        svg_latencies_s=dict(type="list", elements="float", default=[0.01, 0.05, 0.1, 0.65]),
+        svg_title=dict(type="str"),
+    )
+    for k in MODEL_OPTIONS:
+        spec[k] = dict(type="float", default=DEFAULTS[k])
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    p = module.params
+    util = p["utilization"]
+    if isinstance(util, str):
+        # A templated list arrives as text when it was not a YAML list.
+        text = util.strip()
+        if text.startswith("["):
+            import json
+            try:
+                util = json.loads(text)
+            except ValueError:
+                module.fail_json(msg="utilization %r is neither a number nor a list of numbers" % util)
+        else:
+            util = text
+    if util is None or util == "":
+        module.fail_json(msg="utilization is missing: give the host's measured busy fraction "
+                             "(a number in [0, 1) or a list of samples)")
+    p = dict(p, utilization=util)
+    try:
+        out, model, tr, rho = advise(p)
+        if p["svg_dest"]:
+            latencies = [check_latency(t, "svg_latencies_s") for t in p["svg_latencies_s"]]
+            title = p["svg_title"] or "PowerNap vs DVFS: resume %s, utilisation %s (%s)" % (
+                format_latency(tr), _pct(rho), out["utilization_summary"])
+            svg = render_svg(latencies, model, utilization=rho, title=title, highlight_s=tr)
+    except PowerNapError as e:
+        module.fail_json(msg=str(e))
+    changed = False
+    result = dict(out)
+    if p["svg_dest"]:
+        changed, before = write_svg(module, p["svg_dest"], svg)
+        result["svg_dest"] = p["svg_dest"]
+        if module._diff:
+            result["diff"] = {"before": before or "", "after": svg,
+                              "before_header": p["svg_dest"], "after_header": p["svg_dest"]}
+    module.exit_json(changed=changed, **result)
+
+
+if __name__ == "__main__":
+    main()

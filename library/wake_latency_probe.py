@@ -1,0 +1,463 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: wake_latency_probe
+short_description: Measure the wake-up latency of each C-state with cyclictest, then restore the settings
+description:
+  - For each selected C-state of the host, makes it the deepest one allowed (every deeper state
+    disabled, the shallower ones enabled), runs C(cyclictest) from the C(rt-tests) package pinned
+    to one CPU, and records count, min, median, p99, p99.9, mean and max of the wake-up latency,
+    and how often the maximum occurs.
+  - The portable method of fleetnap's wake-latency playbook. cyclictest measures the B(timer
+    wake-up latency) - the C-state exit latency plus the fixed cost of the timer interrupt,
+    hrtimer expiry, scheduler wake-up and context switch (and on a virtual machine the
+    hypervisor's timer path). The POLL state (C0, every other state disabled) is measured first
+    as the baseline, and every state reports its statistics minus the baseline's
+    (RV(states[].over_baseline)) - that is the C-state's share, the analogue of the thesis's
+    subtraction of its constant interrupt offset.
+  - cyclictest runs with C(--default-system), so it does not hold C(/dev/cpu_dma_latency) at 0
+    (which would keep every CPU in C0); PM QoS limits already in force are reported, and a state
+    they keep the governor out of is flagged.
+  - The C(haltpoll) cpuidle governor of KVM guests ignores per-state disables; with
+    O(governor=auto) the module switches to C(menu) for the measurement.
+  - The cpuidle idle-state usage counters of the probe CPU are read around every run, so the
+    result shows whether the CPU really entered the state and never a deeper one.
+  - Every sysfs value the module changes (state disables on the limited CPUs, the governor) is
+    recorded first and written back afterwards - also when cyclictest fails or the module is
+    terminated - and read back to prove the host is exactly as before. Nothing is left changed,
+    so the module reports C(changed=false).
+version_added: "0.1.0"
+author: fleetnap contributors
+options:
+  cpu:
+    description:
+      - The CPU the probe thread runs on. It should be otherwise idle (nothing pinned to it).
+        Default the highest-numbered online CPU with cpuidle states.
+    type: int
+  states:
+    description:
+      - State names to measure (as in C(/sys/devices/system/cpu/cpuN/cpuidle/stateM/name)).
+        Default all. POLL is always measured too, as the baseline.
+    type: list
+    elements: str
+    default: []
+  loops:
+    description: Wake-ups per state (cyclictest C(-l)).
+    type: int
+    default: 2000
+  interval_us:
+    description:
+      - Time between wake-ups in microseconds (cyclictest C(-i)). It must be longer than the
+        target residency of the deepest state measured, or the governor will not choose it.
+    type: int
+    default: 1000
+  priority:
+    description:
+      - SCHED_FIFO priority of the probe thread (cyclictest C(-p)); V(0) runs it as SCHED_OTHER.
+    type: int
+    default: 95
+  governor:
+    description:
+      - cpuidle governor during the measurement. V(auto) switches from C(haltpoll) (which ignores
+        per-state disables) to C(menu) and keeps any other governor. V(keep) never switches. Any
+        other value must be one of the host's available governors. The original governor is
+        restored afterwards.
+    type: str
+    default: auto
+  limit_cpus:
+    description:
+      - Where the per-state limits apply. V(all) applies them on every CPU (package C-states need
+        every core idle in the state; the thesis measured with one online CPU). V(probe) limits
+        only the probe CPU.
+    type: str
+    choices: [all, probe]
+    default: all
+  histogram_bin_us:
+    description: Bin width of the returned histograms, in microseconds.
+    type: float
+    default: 1.0
+  settle_s:
+    description: Seconds to wait after changing the limits before a run starts.
+    type: float
+    default: 0.2
+attributes:
+  check_mode:
+    support: full
+    details: Validates the input and returns the plan (states, CPUs, expected run time); measures nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: linux
+notes:
+  - Needs root, a cpuidle driver, and C(cyclictest) (Debian/Ubuntu package C(rt-tests)).
+  - Takes about O(loops) x O(interval_us) per state plus a second or so; a lock file
+    (C(/run/fleetnap-wake-latency.lock)) keeps two measurements on one host from overlapping.
+  - The NIC launch-time method of the thesis (ETF qdisc with offload, phc2sys, SO_TXTIME) needs a
+    NIC with launch-time offload; see the M(etf_qdisc) module and the C(ptp_clock) role.
+seealso:
+  - module: cpuidle_qos
+  - module: cpuidle_info
+"""
+
+EXAMPLES = r"""
+- name: Measure every C-state on CPU 3, 5000 wake-ups 2 ms apart each
+  wake_latency_probe:
+    cpu: 3
+    loops: 5000
+    interval_us: 2000
+  register: wake
+
+- name: Feed the worst cases into the gate
+  cpuidle_qos:
+    max_latency_us: 50
+    measured_latency_us: "{{ wake.worst_us }}"
+    combine: worst
+"""
+
+RETURN = r"""
+method:
+  description: How the latency was measured.
+  returned: always
+  type: str
+  sample: cyclictest
+cpu:
+  description: The probe CPU.
+  returned: always
+  type: int
+  sample: 1
+states:
+  description: One row per measured state, POLL first (in check mode without statistics).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: State name, type: str, sample: C1E}
+    index: {description: State index, type: int, sample: 2}
+    desc: {description: State description from sysfs, type: str, sample: MWAIT 0x01}
+    declared_us: {description: The driver's declared exit latency, type: int, sample: 10}
+    residency_us: {description: The driver's target residency, type: int, sample: 20}
+    count: {description: Number of samples, type: int, sample: 2000}
+    min_us: {description: Smallest wake-up latency, type: float, sample: 3.2}
+    median_us: {description: Median, type: float, sample: 5.1}
+    p99_us: {description: 99th percentile (nearest rank), type: float, sample: 9.8}
+    p999_us: {description: 99.9th percentile (nearest rank), type: float, sample: 14.0}
+    max_us: {description: Largest wake-up latency (the figure of merit), type: float, sample: 21.8}
+    mean_us: {description: Mean, type: float, sample: 5.4}
+    max_occurrences: {description: Samples within 1 us of the maximum, type: int, sample: 1}
+    over_baseline: {description: "min/median/p99/p999/max minus POLL's (null for POLL)", type: dict}
+    histogram: {description: "[[bin start us, count], ...] of the non-empty bins", type: list}
+    entered: {description: Times the probe CPU entered this state during the run, type: int, sample: 1987}
+    deeper_entered: {description: Times it entered a deeper (disabled) state - should be 0, type: int, sample: 0}
+    qos_limited: {description: Why PM QoS keeps the governor out of this state, or null, type: str}
+baseline:
+  description: The POLL statistics (same keys as a state row), or null when POLL was not measured.
+  returned: when not check mode
+  type: dict
+worst_us:
+  description: "{state name: max_us}: what the measurement playbook stores for cpuidle_qos."
+  returned: when not check mode
+  type: dict
+  sample: {POLL: 12.4, C1: 19.3}
+table:
+  description: Declared vs measured, as text.
+  returned: when not check mode
+  type: str
+pm_qos:
+  description: PM QoS in force during the measurement.
+  returned: always
+  type: dict
+  sample: {cpu_resume_latency_us: 0, cpu_dma_latency_us: 2000000000}
+governor:
+  description: The governor before and during the measurement.
+  returned: always
+  type: dict
+  sample: {before: haltpoll, during: menu}
+limited_cpus:
+  description: CPUs whose state disables were changed for the measurement (kernel CPU list).
+  returned: always
+  type: str
+  sample: 0-3
+restored:
+  description: Every changed sysfs value was written back and read back equal to the original.
+  returned: when not check mode
+  type: bool
+  sample: true
+cyclictest:
+  description: The command line of the last run.
+  returned: when not check mode
+  type: list
+  elements: str
+expected_seconds:
+  description: Expected run time of the whole measurement.
+  returned: always
+  type: float
+  sample: 8.4
+"""
+
+import fcntl
+import os
+import signal
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.cpuidle import CPU_DIR, POLL, CpuidleError, read_model, state_names
+from ansible.module_utils.fleetnap.cpulist import format_cpulist
+from ansible.module_utils.fleetnap.persist import read_cpu_dma_latency
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch
+from ansible.module_utils.fleetnap.wakeprobe import (
+    ProbeError, cyclictest_argv, declared_vs_measured, histogram, limit_plan, over_baseline, parse_verbose,
+    qos_limits, select_states, summarize,
+)
+
+GOVERNOR = CPU_DIR + "/cpuidle/current_governor"
+LOCK = "/run/fleetnap-wake-latency.lock"
+
+
+def _disable_path(cpu, index):
+    return "%s/cpu%d/cpuidle/state%d/disable" % (CPU_DIR, cpu, index)
+
+
+def _usage(fs, cpu, states):
+    return dict((s["index"], fs.read_int("%s/cpu%d/cpuidle/state%d/usage" % (CPU_DIR, cpu, s["index"]), 0))
+                for s in states)
+
+
+def _stop_children():
+    """SIGTERM this process's own children (the running timeout + cyclictest) before exiting."""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as fobj:
+                ppid = fobj.read().rsplit(")", 1)[1].split()[1]
+        except (IOError, OSError, IndexError):
+            continue
+        if ppid == me:
+            try:
+                os.kill(int(entry), signal.SIGTERM)
+            except OSError:
+                pass
+
+
+class Restorer(object):
+    """Remembers the original value of every path it is told about and writes them all back."""
+
+    def __init__(self, fs):
+        self.fs = fs
+        self.original = {}
+        self.done = False
+
+    def remember(self, path, value):
+        self.original.setdefault(path, value)
+
+    def restore(self):
+        batch = SysfsBatch(self.fs)
+        # disables first, the governor last (it is the first thing changed)
+        for path in sorted(self.original, key=lambda p: p == GOVERNOR):
+            batch.add(path, self.original[path], self.fs.read(path))
+        batch.apply()
+        self.done = True
+        return dict((p, self.fs.read(p)) for p in self.original if self.fs.read(p) != self.original[p])
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            cpu=dict(type="int"),
+            states=dict(type="list", elements="str", default=[]),
+            loops=dict(type="int", default=2000),
+            interval_us=dict(type="int", default=1000),
+            priority=dict(type="int", default=95),
+            governor=dict(type="str", default="auto"),
+            limit_cpus=dict(type="str", choices=["all", "probe"], default="all"),
+            histogram_bin_us=dict(type="float", default=1.0),
+            settle_s=dict(type="float", default=0.2),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    fs = HostFS("/")
+    try:
+        model = read_model(fs)
+    except CpuidleError as exc:
+        module.fail_json(msg=str(exc))
+    names = state_names(model)
+    if not model["driver"] or not names:
+        module.fail_json(msg="this host has no cpuidle driver or no idle states (driver: %s, %s): there are no "
+                             "C-states to measure; a guest under QEMU TCG has none - measure on the physical host"
+                         % (model["driver"] or "none", fs.path(CPU_DIR + "/cpu0/cpuidle")))
+    by_cpu = dict((c["cpu"], c) for c in model["cpus"])
+    usable = [c["cpu"] for c in model["cpus"] if c["online"] and c["states"]]
+    cpu = p["cpu"] if p["cpu"] is not None else (usable[-1] if usable else None)
+    if cpu not in usable:
+        module.fail_json(msg="cpu: CPU %s is not an online CPU with cpuidle states on this host (usable: %s)"
+                         % (cpu, format_cpulist(usable) or "none"))
+    try:
+        wanted = select_states(names, p["states"])
+        cyclictest_argv("cyclictest", cpu, p["interval_us"], p["loops"], p["priority"])  # validates
+        histogram([], p["histogram_bin_us"])
+    except ProbeError as exc:
+        module.fail_json(msg=str(exc))
+    if p["settle_s"] < 0 or p["settle_s"] > 60:
+        module.fail_json(msg="settle_s must be between 0 and 60 seconds, got %g" % p["settle_s"])
+    if POLL in names and POLL not in wanted:
+        wanted.insert(0, POLL)
+
+    governor_before = model["governor"]
+    if p["governor"] == "auto":
+        governor_during = "menu" if governor_before == "haltpoll" and "menu" in model["available_governors"] \
+            else governor_before
+    elif p["governor"] == "keep":
+        governor_during = governor_before
+    elif p["governor"] in model["available_governors"]:
+        governor_during = p["governor"]
+    else:
+        module.fail_json(msg="governor: %r is not available on this host; use auto, keep or one of: %s"
+                         % (p["governor"], ", ".join(model["available_governors"]) or "none"))
+    if governor_during == "haltpoll" and len(wanted) > 1:
+        module.warn("the haltpoll governor ignores per-state disables: every run measures whatever haltpoll "
+                    "chooses, not the state named (use governor: auto or menu)")
+
+    limited = usable if p["limit_cpus"] == "all" else [cpu]
+    cpu_states = dict((c, by_cpu[c]["states"]) for c in limited)
+    probe_states = by_cpu[cpu]["states"]
+    index_of = dict((s["name"], s["index"]) for s in probe_states)
+    missing = [n for n in wanted if n not in index_of]
+    if missing:
+        module.fail_json(msg="states: %s do not exist on CPU %d (its states: %s)"
+                         % (", ".join(missing), cpu, ", ".join(s["name"] for s in probe_states)))
+
+    resume = by_cpu[cpu]["pm_qos_resume_latency_us"]
+    pm_qos = {"cpu_resume_latency_us": resume, "cpu_dma_latency_us": read_cpu_dma_latency(fs)}
+    rows = []
+    for name in wanted:
+        state = [s for s in probe_states if s["name"] == name][0]
+        rows.append({"name": name, "index": state["index"], "desc": state["desc"],
+                     "declared_us": state["latency_us"], "residency_us": state["residency_us"],
+                     "qos_limited": None if name == POLL else qos_limits(state["latency_us"], resume,
+                                                                         pm_qos["cpu_dma_latency_us"])})
+        if rows[-1]["qos_limited"]:
+            module.warn("PM QoS keeps the governor out of %s on CPU %d (%s): its run measures a shallower state"
+                        % (name, cpu, rows[-1]["qos_limited"]))
+        if state["residency_us"] and state["residency_us"] * 2 > p["interval_us"]:
+            module.warn("%s has a target residency of %d us; with interval_us %d the governor may not choose it "
+                        "(use an interval of at least twice the residency)" % (name, state["residency_us"],
+                                                                             p["interval_us"]))
+    expected = round(len(wanted) * (p["loops"] * p["interval_us"] / 1e6 + p["settle_s"] + 0.5), 1)
+    result = dict(changed=False, method="cyclictest", cpu=cpu, pm_qos=pm_qos,
+                  governor={"before": governor_before, "during": governor_during},
+                  limited_cpus=format_cpulist(limited), expected_seconds=expected)
+
+    cyclictest = module.get_bin_path("cyclictest")
+    if not cyclictest:
+        module.fail_json(msg="cyclictest was not found on %s: install the rt-tests package "
+                             "(apt-get install rt-tests / dnf install rt-tests)" % os.uname()[1], **result)
+    timeout_bin = module.get_bin_path("timeout", required=True)
+    for cpu_n in limited:
+        for s in cpu_states[cpu_n]:
+            if not fs.exists(_disable_path(cpu_n, s["index"])):
+                module.fail_json(msg="%s does not exist: this kernel cannot disable idle states"
+                                 % fs.path(_disable_path(cpu_n, s["index"])), **result)
+    if module.check_mode:
+        result["states"] = rows
+        module.exit_json(**result)
+
+    lock_fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (IOError, OSError):
+        module.fail_json(msg="another wake-latency measurement holds %s on this host; wait for it to finish"
+                         % LOCK, **result)
+
+    restorer = Restorer(fs)
+
+    def on_signal(signum, _frame):
+        try:
+            _stop_children()
+            restorer.restore()
+        finally:
+            os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    error = None
+    argv = None
+    try:
+        if governor_during != governor_before:
+            restorer.remember(GOVERNOR, fs.read(GOVERNOR))
+            batch = SysfsBatch(fs)
+            batch.add(GOVERNOR, governor_during, governor_before)
+            batch.apply()
+        for row in rows:
+            batch = SysfsBatch(fs)
+            for cpu_n in limited:
+                target = [s["index"] for s in cpu_states[cpu_n] if s["name"] == row["name"]]
+                if not target:
+                    continue
+                for index, value in limit_plan(cpu_states[cpu_n], target[0]).items():
+                    path = _disable_path(cpu_n, index)
+                    current = fs.read(path)
+                    restorer.remember(path, current)
+                    batch.add(path, value, current)
+            batch.apply()
+            time.sleep(p["settle_s"])
+            argv = cyclictest_argv(cyclictest, cpu, p["interval_us"], p["loops"], p["priority"])
+            limit = int(p["loops"] * p["interval_us"] / 1e6 * 3) + 30
+            before = _usage(fs, cpu, probe_states)
+            rc, out, err = module.run_command([timeout_bin, "--kill-after=5", str(limit)] + argv,
+                                              environ_update={"LC_ALL": "C"})
+            after = _usage(fs, cpu, probe_states)
+            if rc != 0:
+                raise ProbeError("cyclictest failed on CPU %d while measuring %s (rc=%d%s): %s"
+                                 % (cpu, row["name"], rc, ", timed out after %d s" % limit if rc == 124 else "",
+                                    (err or out).strip()[-400:]))
+            samples = parse_verbose(out)[0]
+            row.update(summarize(samples))
+            row["histogram"] = histogram(samples, p["histogram_bin_us"])
+            row["entered"] = after[row["index"]] - before[row["index"]]
+            row["deeper_entered"] = sum(after[s["index"]] - before[s["index"]]
+                                        for s in probe_states if s["index"] > row["index"])
+            if row["name"] != POLL and row["entered"] == 0:
+                module.warn("CPU %d never entered %s during its run: the result is not that state's latency "
+                            "(interval too short for its residency, PM QoS, or the governor)" % (cpu, row["name"]))
+    except (ProbeError, HostFsError, OSError) as exc:
+        error = str(exc)
+    finally:
+        try:
+            left = restorer.restore()
+        except HostFsError as exc:
+            module.fail_json(msg="RESTORE FAILED on %s: %s; original values: %s" % (os.uname()[1], exc,
+                                                                                    restorer.original), **result)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+    if left:
+        module.fail_json(msg="settings not restored on %s: %s (originals: %s)" % (os.uname()[1], left,
+                                                                                  restorer.original), **result)
+    if error:
+        module.fail_json(msg=error + "; the C-state settings were restored", restored=True, **result)
+
+    baseline = None
+    for row in rows:
+        if row["name"] == POLL:
+            baseline = dict((k, row[k]) for k in ("count", "min_us", "median_us", "p99_us", "p999_us", "max_us",
+                                                  "mean_us", "max_occurrences"))
+    for row in rows:
+        row["over_baseline"] = None if row["name"] == POLL else over_baseline(row, baseline)
+        if row["name"] != POLL and row["deeper_entered"]:
+            module.warn("CPU %d entered a state deeper than %s %d time(s) while it was disabled"
+                        % (cpu, row["name"], row["deeper_entered"]))
+    result.update(states=rows, baseline=baseline, restored=True, cyclictest=argv,
+                  worst_us=dict((r["name"], r["max_us"]) for r in rows), table=declared_vs_measured(rows))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""playbooks/measure_resume.yml on the lab: real S3 cycles on every guest, reports, the S3 gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from screenshots import png_pixels, screenshot
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts"
+pytestmark = pytest.mark.lab
+
+
+def playbook(name, *extra, timeout=900):
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab"),
+           str(REPO / "playbooks" / name), *extra]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+
+
+def labctl(*args):
+    subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), *args], check=True, capture_output=True,
+                   text=True, timeout=120)
+
+
+def test_three_cycles_on_every_guest(lab, restore, tmp_path):
+    results = tmp_path / "resume"
+    hosts = sorted(lab.hosts)
+    restore.extend(hosts)  # whatever happens, every guest is running again afterwards
+    for name in hosts:
+        lab.ssh(name, "echo 0 > /sys/power/pm_print_times")
+    proc = playbook("measure_resume.yml", "-e", "measure_resume_cycles=3",
+                    "-e", "measure_resume_results_dir=%s" % results)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["failed"] == [] and sorted(s["host"] for s in summary["hosts"]) == hosts
+    for s in summary["hosts"]:
+        assert s["cycles"] == 3 and s["mem_sleep"] == "deep"
+        # A QEMU guest resumes in tens to hundreds of ms; the network takes longer than the kernel.
+        assert 1 < s["resume_kernel_median_ms"] <= s["resume_kernel_worst_ms"] < 5000
+        assert s["resume_end_to_end_worst_ms"] > s["resume_kernel_worst_ms"]
+        assert len(s["slowest"]) == 3
+        for n in (1, 2, 3):
+            cycle = json.loads((results / s["host"] / ("cycle-%d.json" % n)).read_text())
+            assert cycle["resume_ms"] > 0 and set(cycle["phases"]) >= {"suspend_prepare", "resume_complete"}
+            log = (results / s["host"] / ("cycle-%d.log" % n)).read_text()
+            assert "PM: suspend entry (deep)" in log and "PM: suspend exit" in log
+            assert (results / s["host"] / ("cycle-%d.html" % n)).stat().st_size > 2000
+    table = proc.stdout[proc.stdout.index("resume_ms_med"):]
+    assert all(h in table for h in hosts)
+
+    for name in hosts:
+        # pm_print_times back as it was, the measurement stored for the gate, metrics published.
+        assert lab.ssh(name, "cat /sys/power/pm_print_times").stdout.strip() == "0"
+        fact = json.loads(lab.ssh(name, "cat /etc/ansible/facts.d/fleetnap.fact").stdout)
+        mine = next(s for s in summary["hosts"] if s["host"] == name)
+        assert fact["resume"]["kernel_ms"] == mine["resume_kernel_worst_ms"]
+        assert fact["resume"]["cycles"] == 3
+        prom = lab.ssh(name, "cat /var/lib/prometheus/node-exporter/fleetnap_resume.prom").stdout
+        assert "# TYPE fleetnap_resume_kernel_seconds gauge" in prom
+        assert 'fleetnap_resume_end_to_end_seconds{stat="max"}' in prom
+        assert "fleetnap_suspend_kernel_seconds" in prom
+
+    # The pages open in a browser and show the timeline.
+    if shutil.which("chromium"):
+        ARTIFACTS.mkdir(exist_ok=True)
+        for page, png in ((results / "index.html", ARTIFACTS / "resume-fleet.png"),
+                          (results / "lab1" / "cycle-1.html", ARTIFACTS / "resume-lab1-cycle-1.png")):
+            if png.exists():
+                png.unlink()
+            screenshot(page, png, tmp_path)
+            _w, _h, colours = png_pixels(png)
+            assert len(colours) > 20, (png, len(colours))
+        shutil.copytree(results, ARTIFACTS / "resume", dirs_exist_ok=True)
+
+    # The S3 gate now uses the measurement: a resume budget above it allows S3, below it not.
+    worst_e2e = max(s["resume_end_to_end_worst_ms"] for s in summary["hosts"] if s["host"] == "lab1")
+    for budget, sleep in ((worst_e2e + 1000, "deep"), (worst_e2e / 2, "s2idle")):
+        proc = playbook("apply_profile.yml", "-e", "fleetnap_targets=lab1",
+                        "-e", json.dumps({"fleetnap_profiles": {"batch": {"budget_us": None,
+                                                                          "resume_budget_ms": budget}}}))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        line = next(line for line in proc.stdout.splitlines() if line.strip().startswith('"lab1 '))
+        assert " %s (resume %s ms" % (sleep, worst_e2e) in line, line
+        assert lab.ssh("lab1", "cat /sys/power/mem_sleep").stdout.strip() == (
+            "s2idle [deep]" if sleep == "deep" else "[s2idle] deep")
+
+    # The PowerNap advice (sleep policy advise) reads the same stored measurement: at 2 % load a
+    # resume of the lab's ~1 s does not pay, a 10 ms resume would.
+    for extra, expect in (({}, "s2idle (powernap_advice: stay-awake, resume "),
+                          ({"latency_profile_resume_measured_ms": 10},
+                           "deep (powernap_advice: sleep, resume 10 ms at 2 % load")):
+        variables = {"fleetnap_profiles": {"batch": {"budget_us": None}}, "latency_profile_sleep_policy": "advise",
+                     "latency_profile_utilization": 0.02}
+        variables.update(extra)
+        proc = playbook("apply_profile.yml", "-e", "fleetnap_targets=lab1", "-e", json.dumps(variables))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        line = next(line for line in proc.stdout.splitlines() if line.strip().startswith('"lab1 '))
+        assert expect in line, line
+
+
+def test_failing_hosts_are_reported_and_the_rest_measured(lab, restore, tmp_path):
+    """lab2 offers no S3, lab3 never comes back (its magic packet is dropped); lab4 is measured."""
+    results = tmp_path / "resume"
+    restore.extend(["lab2", "lab3"])
+    fake = "/run/fleetnap-test-state"
+    lab.ssh("lab2", "echo freeze > %s && mount --bind %s /sys/power/state" % (fake, fake))
+    try:
+        labctl("wol-drop", lab["lab3"]["wol_mac"], "--count", "0")
+        proc = playbook("measure_resume.yml", "-e", "fleetnap_targets=lab2:lab3:lab4",
+                        "-e", "measure_resume_cycles=1", "-e", "measure_resume_timeout_s=25",
+                        "-e", "measure_resume_wake_retry_s=10",
+                        "-e", "measure_resume_results_dir=%s" % results)
+        assert proc.returncode != 0
+        out = proc.stdout
+        assert "lab2 will not suspend: /sys/power/state offers freeze, not 'mem'" in out, out[-4000:]
+        assert "did not become answering within 25 s" in out
+        summary = json.loads((results / "summary.json").read_text())
+        assert [s["host"] for s in summary["hosts"]] == ["lab4"]
+        assert sorted(summary["failed"]) == ["lab2", "lab3"]
+        # Nothing left changed on the host that refused: pm_print_times restored.
+        assert lab.ssh("lab2", "cat /sys/power/pm_print_times").stdout.strip() == "0"
+    finally:
+        labctl("wol-drop", lab["lab3"]["wol_mac"], "--clear")
+        lab.ssh("lab2", "umount /sys/power/state; rm -f %s" % fake, check=False)

@@ -1,0 +1,165 @@
+"""module_utils.fleetnap.wakeprobe: cyclictest output, statistics, per-state limit plans.
+
+cyclictest itself is the oracle where it can be: a short real run prints every sample (-v -N) and
+writes its own summary (--json), and our parse + summary must agree with it.
+"""
+
+import json
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import materialize
+from ansible.module_utils.fleetnap.cpuidle import read_model
+from ansible.module_utils.fleetnap.sysfs import HostFS
+from ansible.module_utils.fleetnap.wakeprobe import (
+    ProbeError, cyclictest_argv, declared_vs_measured, histogram, limit_plan, over_baseline, parse_verbose,
+    percentile, qos_limits, select_states, summarize,
+)
+
+CYCLICTEST = shutil.which("cyclictest")
+
+
+@pytest.mark.skipif(CYCLICTEST is None, reason="cyclictest (Debian package rt-tests) is not installed")
+def test_parse_and_summary_agree_with_cyclictest_itself(tmp_path):
+    report = tmp_path / "ct.json"
+    argv = cyclictest_argv(CYCLICTEST, 0, 200, 300, priority=0) + ["--json=%s" % report]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "not setting cpu_dma_latency" in proc.stdout + proc.stderr  # --default-system took effect
+    samples = parse_verbose(proc.stdout)
+    assert list(samples) == [0]
+    stats = summarize(samples[0])
+    own = json.loads(report.read_text())["thread"]["0"]
+    assert stats["count"] == own["cycles"] == 300
+    # -N: cyclictest's own min/max/avg are in ns
+    assert stats["min_us"] * 1000 == own["min"]
+    assert stats["max_us"] * 1000 == own["max"]
+    assert stats["mean_us"] == pytest.approx(own["avg"] / 1000.0, abs=0.002)
+    assert stats["min_us"] <= stats["median_us"] <= stats["p99_us"] <= stats["p999_us"] <= stats["max_us"]
+    assert sum(c for _b, c in histogram(samples[0])) == 300
+
+
+@pytest.mark.skipif(CYCLICTEST is None, reason="cyclictest (Debian package rt-tests) is not installed")
+def test_parse_quotes_cyclictest_errors():
+    proc = subprocess.run([CYCLICTEST, "--default-system", "--affinity=4096", "-l", "5", "-q", "-v"],
+                          capture_output=True, text=True, timeout=30)
+    with pytest.raises(ProbeError, match="cyclictest printed no samples"):
+        parse_verbose(proc.stdout + proc.stderr)
+    with pytest.raises(ProbeError, match=r"\(no output\)"):
+        parse_verbose("")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 999, 1000, 1001, 2000])
+def test_percentile_is_nearest_rank(n):
+    """p is a sample; at least pct% of samples are <= p, fewer than pct% are < p (the definition)."""
+    rng = random.Random(n)
+    values = sorted(rng.choice(range(0, 50)) * 1000 for _ in range(n))  # ties on purpose
+    for pct in (50, 99, 99.9, 100):
+        p = percentile(values, pct)
+        assert p in values
+        assert sum(v <= p for v in values) >= pct / 100.0 * n
+        assert sum(v < p for v in values) < pct / 100.0 * n
+    assert percentile(values, 100) == values[-1]
+
+
+def test_percentile_and_summary_errors():
+    with pytest.raises(ProbeError):
+        percentile([], 50)
+    with pytest.raises(ProbeError):
+        percentile([1], 0)
+    with pytest.raises(ProbeError, match="no samples"):
+        summarize([])
+
+
+def test_p999_of_1000_samples_is_the_999th():
+    values = list(range(1000, 1001000, 1000))  # 1..1000 us
+    stats = summarize(values)
+    assert stats["p999_us"] == 999.0 and stats["p99_us"] == 990.0 and stats["median_us"] == 500.0
+    assert stats["max_us"] == 1000.0 and stats["min_us"] == 1.0 and stats["max_occurrences"] == 1
+
+
+def test_max_occurrences_counts_samples_within_one_us_of_the_max():
+    stats = summarize([5000, 21000, 21500, 21765, 20765, 21765])
+    assert stats["max_us"] == 21.765
+    assert stats["max_occurrences"] == 4  # 21000 is 765 ns below, 20765 exactly 1 us below: not counted
+
+
+def test_histogram_bins():
+    assert histogram([1200, 1900, 2000, 15300], 1.0) == [[1.0, 2], [2.0, 1], [15.0, 1]]
+    assert histogram([1200, 1900, 2000, 15300], 5.0) == [[0.0, 3], [15.0, 1]]
+    with pytest.raises(ProbeError):
+        histogram([1], 0)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(cpu=-1), "cpu must be an integer >= 0"),
+    (dict(cpu=True), "cpu must be"),
+    (dict(interval_us=10), "interval_us must be an integer >= 50"),
+    (dict(loops=0), "loops must be"),
+    (dict(priority=100), "priority must be 0-99"),
+])
+def test_argv_validation(kw, match):
+    args = dict(cpu=1, interval_us=1000, loops=10, priority=95)
+    args.update(kw)
+    with pytest.raises(ProbeError, match=match):
+        cyclictest_argv("cyclictest", **args)
+
+
+def test_argv_never_pins_c0():
+    argv = cyclictest_argv("/usr/bin/cyclictest", 3, 2000, 5000)
+    assert "--default-system" in argv and not any(a.startswith("--latency") for a in argv)
+    assert "--affinity=3" in argv and "--interval=2000" in argv and "--loops=5000" in argv
+    assert "--nsecs" in argv and "--verbose" in argv and "--priority=95" in argv
+    assert "--policy=other" in cyclictest_argv("cyclictest", 0, 1000, 1, priority=0)
+
+
+def test_limit_plan_on_a_captured_xeon(tmp_path):
+    model = read_model(HostFS(str(materialize("hswep0", tmp_path))))
+    states = model["cpus"][0]["states"]
+    names = {s["index"]: s["name"] for s in states}
+    assert list(names.values())[:3] == ["POLL", "C1", "C1E"]
+    c1e = [s["index"] for s in states if s["name"] == "C1E"][0]
+    plan = limit_plan(states, c1e)
+    assert {names[i] for i, v in plan.items() if v == "0"} == {"POLL", "C1", "C1E"}
+    assert {names[i] for i, v in plan.items() if v == "1"} == set(names.values()) - {"POLL", "C1", "C1E"}
+    poll = limit_plan(states, 0)
+    assert poll[0] == "0" and all(v == "1" for i, v in poll.items() if i)
+    deepest = limit_plan(states, max(names))
+    assert all(v == "0" for v in deepest.values())
+    with pytest.raises(ProbeError, match="does not exist"):
+        limit_plan(states, 42)
+
+
+def test_select_states():
+    names = ["POLL", "C1", "C1E", "C6"]
+    assert select_states(names, []) == names
+    assert select_states(names, ["C6", "C1"]) == ["C1", "C6"]
+    with pytest.raises(ProbeError, match=r"unknown C-state\(s\) C3; this host's states are: POLL, C1, C1E, C6"):
+        select_states(names, ["C3"])
+    with pytest.raises(ProbeError, match="none"):
+        select_states([], ["C1"])
+
+
+def test_qos_limits():
+    assert qos_limits(133, 0, 2000000000) is None
+    assert "pm_qos_resume_latency_us 100" in qos_limits(133, 100, 2000000000)
+    assert qos_limits(10, 100, 2000000000) is None
+    assert "n/a" in qos_limits(1, "n/a", None)
+    assert "/dev/cpu_dma_latency 20 < declared 133" in qos_limits(133, 0, 20)
+
+
+def test_table_and_baseline():
+    poll = summarize([10000, 12000, 13000])
+    c1 = summarize([20000, 25000, 40000])
+    share = over_baseline(c1, poll)
+    assert share["max_us"] == 27.0 and share["min_us"] == 10.0
+    assert over_baseline(c1, None) is None
+    rows = [dict(poll, name="POLL", declared_us=0, over_baseline=None),
+            dict(c1, name="C1", declared_us=2, over_baseline=share)]
+    table = declared_vs_measured(rows).splitlines()
+    assert table[0].split()[:3] == ["state", "declared", "us"]
+    assert table[2].split()[:4] == ["C1", "2", "40.0", "20.0"] and table[2].split()[-1] == "27.0"
+    assert table[1].split()[3] == "-"
