@@ -64,6 +64,16 @@ test: setup lint test-unit
 	@rc=0; $(MAKE) --no-print-directory test-lab test-molecule || rc=$$?; \
 	$(MAKE) --no-print-directory lab-down; exit $$rc
 
+# The main job on the lab: plan and apply latency profiles, measure suspend/resume on every
+# guest, then apply again so the S3 decisions use the measurements.
+demo: setup lab-up
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml --check --diff
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/measure_resume.yml -e measure_resume_cycles=2
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
+	@echo; echo "Reports: $(CURDIR)/$(ARTIFACTS)/resume/index.html (open in a browser)"; \
+	echo "The lab keeps running: make lab-status, make lab-down"
+
 bench: setup
 	$(BIN)/python tests/bench/bench_pm_timeline.py
 	$(BIN)/python tests/bench/bench_gear_plan.py

@@ -84,7 +84,8 @@ def test_three_cycles_on_every_guest(lab, restore, tmp_path):
     worst_e2e = max(s["resume_end_to_end_worst_ms"] for s in summary["hosts"] if s["host"] == "lab1")
     for budget, sleep in ((worst_e2e + 1000, "deep"), (worst_e2e / 2, "s2idle")):
         proc = playbook("apply_profile.yml", "-e", "fleetnap_targets=lab1",
-                        "-e", json.dumps({"fleetnap_profiles": {"batch": {"budget_us": None,
+                        "-e", json.dumps({"fleetnap_profile": "batch",
+                                          "fleetnap_profiles": {"batch": {"budget_us": None,
                                                                           "resume_budget_ms": budget}}}))
         assert proc.returncode == 0, proc.stdout[-3000:]
         line = next(line for line in proc.stdout.splitlines() if line.strip().startswith('"lab1 '))
@@ -97,7 +98,8 @@ def test_three_cycles_on_every_guest(lab, restore, tmp_path):
     for extra, expect in (({}, "s2idle (powernap_advice: stay-awake, resume "),
                           ({"latency_profile_resume_measured_ms": 10},
                            "deep (powernap_advice: sleep, resume 10 ms at 2 % load")):
-        variables = {"fleetnap_profiles": {"batch": {"budget_us": None}}, "latency_profile_sleep_policy": "advise",
+        variables = {"fleetnap_profile": "batch", "fleetnap_profiles": {"batch": {"budget_us": None}},
+                     "latency_profile_sleep_policy": "advise",
                      "latency_profile_utilization": 0.02}
         variables.update(extra)
         proc = playbook("apply_profile.yml", "-e", "fleetnap_targets=lab1", "-e", json.dumps(variables))
