@@ -17,9 +17,6 @@ Run with the venv's Python: ``.venv/bin/python tests/bench/bench_pm_timeline.py 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
-import io
 import os
 import re
 import statistics
@@ -37,6 +34,9 @@ import ansible.module_utils  # noqa: E402
 if str(REPO / "module_utils") not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(str(REPO / "module_utils"))
 from ansible.module_utils.fleetnap.dmesg import parse  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests"))
+from sleepgraph_oracle import load_sleepgraph, sleepgraph_parse  # noqa: E402
 
 _TS = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
 _CALL = re.compile(r"^(calling  )(.+?)(\+ @ \d+, parent: )(.+)$")
@@ -88,27 +88,6 @@ def _rename(msg, k):
 
 def _fmt(t, msg):
     return "[%12.6f] %s" % (t, msg)
-
-
-def load_sleepgraph():
-    path = Path(sys.executable).parent / "sleepgraph.py"
-    if not path.exists():
-        sys.exit("sleepgraph is not installed in this Python's environment: "
-                 "pip install sleepgraph==5.6")
-    spec = importlib.util.spec_from_file_location("sleepgraph_bench", str(path))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def sleepgraph_parse(sg, path):
-    sg.sysvals.dmesgfile = str(path)
-    sg.sysvals.usetraceevents = False
-    with contextlib.redirect_stdout(io.StringIO()):
-        runs = sg.loadKernelLog()
-        for data in runs:
-            sg.parseKernelLog(data)
-    return runs
 
 
 def timed(fn, reps):

@@ -10,9 +10,6 @@ recommendations), reviewed by hand when they were written; they guard against re
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import io
 import json
 import re
 import subprocess
@@ -22,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, REPO
+from sleepgraph_oracle import SLEEPGRAPH, load_sleepgraph, sleepgraph_parse
 from ansible.module_utils.fleetnap import dmesg
 from ansible.module_utils.fleetnap.dmesg import PHASES, ParseError, parse, parse_file
 
@@ -30,7 +28,6 @@ MEM = LOGS / "pmgraph-skynet-mem-3.15.txt"
 FREEZE = LOGS / "pmgraph-skynet-freeze-3.15.txt"
 QEMU = LOGS / "qemu-debian-6.1-s3-initramfs.txt"
 GOLDEN = REPO / "tests" / "golden"
-SLEEPGRAPH = Path(sys.executable).parent / "sleepgraph.py"
 
 # sleepgraph's own figures for these logs (dmesg only), from ../shared/data/README.md
 README_FIGURES = {
@@ -48,23 +45,7 @@ def within(a, b, rel=0.01):
 # ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sleepgraph():
-    assert SLEEPGRAPH.exists(), ("sleepgraph is a test dependency: pip install sleepgraph==5.6 "
-                                 "into the venv (%s missing)" % SLEEPGRAPH)
-    spec = importlib.util.spec_from_file_location("sleepgraph_oracle", str(SLEEPGRAPH))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def sleepgraph_parse(sg, path):
-    """sleepgraph's dmesg-only analysis of ``path``: its Data objects, one per cycle."""
-    sg.sysvals.dmesgfile = str(path)
-    sg.sysvals.usetraceevents = False
-    with contextlib.redirect_stdout(io.StringIO()):
-        runs = sg.loadKernelLog()
-        for data in runs:
-            sg.parseKernelLog(data)
-    return runs
+    return load_sleepgraph()
 
 
 def sg_phase_ms(data):
