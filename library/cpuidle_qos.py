@@ -87,6 +87,13 @@ options:
         states matched by name). V(false) removes the boot-time service if fleetnap installed it.
     type: bool
     default: false
+  metrics_dir:
+    description:
+      - node_exporter textfile collector directory. When set, the decision is published as
+        C(fleetnap_cstate_allowed), C(fleetnap_cstate_declared_latency_seconds),
+        C(fleetnap_cstate_effective_latency_seconds), C(fleetnap_cpuidle_budget_seconds) and
+        C(fleetnap_pm_qos_resume_latency_seconds) in C(fleetnap_cpuidle.prom).
+    type: path
   state:
     description:
       - V(present) applies the decision. V(absent) restores the values the kernel had before
@@ -205,6 +212,7 @@ restored:
 """
 
 import json
+import os
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
@@ -213,6 +221,7 @@ from ansible.module_utils.fleetnap.cpuidle import (
     state_names,
 )
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
+from ansible.module_utils.fleetnap.prom import render
 from ansible.module_utils.fleetnap.persist import (
     APPLY_CONFIG, APPLY_SCRIPT, APPLY_SCRIPT_TEXT, APPLY_UNIT, HOLD_SCRIPT, HOLD_SCRIPT_TEXT, HOLD_UNIT,
     STATE_DIR, UnitSet, apply_config_text, apply_unit_text, hold_unit_text, read_cpu_dma_latency,
@@ -357,6 +366,7 @@ def main():
             persist=dict(type="bool", default=False),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             sysfs_root=dict(type="path", default="/"),
+            metrics_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -461,6 +471,9 @@ def main():
         except (OSError, IOError) as exc:
             module.fail_json(msg="C-state limits were applied, but installing fleetnap's services failed: %s" % exc)
 
+    if p["metrics_dir"] and not module.check_mode:
+        changed = write_file_atomic(HostFS("/"), os.path.join(p["metrics_dir"], "fleetnap_cpuidle.prom"),
+                                    render(decision_metrics(rows, p, acted)), 0o644, module) or changed
     result = dict(
         changed=changed, driver=model["driver"], governor=governor, states=rows,
         cpus=format_cpulist(acted), skipped_cpus=format_cpulist(skipped), writes=len(batch),
@@ -486,6 +499,34 @@ def main():
             after["governor"] = governor
         result["diff"] = {"before": before, "after": after}
     module.exit_json(**result)
+
+
+def decision_metrics(rows, p, cpus):
+    def per_state(key, scale=1.0):
+        return [{"labels": {"state": r["name"]}, "value": r[key] * scale} for r in rows if r[key] is not None]
+    metrics = [
+        {"name": "fleetnap_cstate_allowed", "help": "1 if the latency gate allows the idle state.",
+         "samples": [{"labels": {"state": r["name"]}, "value": 1 if r["allowed"] else 0} for r in rows]},
+        {"name": "fleetnap_cstate_declared_latency_seconds", "help": "Exit latency the cpuidle driver declares.",
+         "samples": per_state("declared_us", 1e-6)},
+        {"name": "fleetnap_cstate_effective_latency_seconds",
+         "help": "Exit latency the gate compared with the budget (measured, or declared x margin).",
+         "samples": per_state("effective_us", 1e-6)},
+        {"name": "fleetnap_cstate_measured_latency_seconds", "help": "Worst measured wake latency per state.",
+         "samples": per_state("measured_us", 1e-6)},
+    ]
+    if p["max_latency_us"] is not None:
+        metrics.append({"name": "fleetnap_cpuidle_budget_seconds", "help": "The CPU wake-up latency budget.",
+                        "samples": [{"labels": {}, "value": p["max_latency_us"] * 1e-6}]})
+    if p["resume_latency_us"] is not None:
+        metrics.append({"name": "fleetnap_pm_qos_resume_latency_seconds",
+                        "help": "Per-CPU PM QoS resume latency set by fleetnap (0 = no constraint).",
+                        "samples": [{"labels": {"cpu": str(c)}, "value": p["resume_latency_us"] * 1e-6} for c in cpus]})
+    if p["global_latency_us"] is not None:
+        metrics.append({"name": "fleetnap_cpu_dma_latency_seconds",
+                        "help": "Global CPU wake-up latency limit held on /dev/cpu_dma_latency.",
+                        "samples": [{"labels": {}, "value": p["global_latency_us"] * 1e-6}]})
+    return metrics
 
 
 def _json(data):

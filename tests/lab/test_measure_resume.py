@@ -47,6 +47,9 @@ def test_three_cycles_on_every_guest(lab, restore, tmp_path):
         assert 1 < s["resume_kernel_median_ms"] <= s["resume_kernel_worst_ms"] < 5000
         assert s["resume_end_to_end_worst_ms"] > s["resume_kernel_worst_ms"]
         assert len(s["slowest"]) == 3
+        # The report carries the PowerNap advice at the measured resume, with its curves.
+        assert s["powernap"]["advice"] in ("sleep", "stay-awake") and "resume" in s["powernap"]["reason"]
+        assert (results / s["host"] / "powernap.svg").read_text().lstrip().startswith(("<svg", "<?xml"))
         for n in (1, 2, 3):
             cycle = json.loads((results / s["host"] / ("cycle-%d.json" % n)).read_text())
             assert cycle["resume_ms"] > 0 and set(cycle["phases"]) >= {"suspend_prepare", "resume_complete"}

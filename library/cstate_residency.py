@@ -1,0 +1,91 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cstate_residency
+short_description: Publish C-state residency per CPU for node_exporter's textfile collector
+description:
+  - node_exporter has no cpuidle collector. This module reads every CPU's idle-state counters
+    (entries and time, from C(/sys/devices/system/cpu/cpu*/cpuidle)) and writes them as
+    C(fleetnap_cstate_entries_total), C(fleetnap_cstate_residency_seconds_total) and
+    C(fleetnap_cstate_disabled) to C(DIR/fleetnap_cstate_residency.prom), atomically.
+  - The counters change all the time, so every call rewrites the file; schedule the module (or
+    a cron job running it) at the scrape interval you need.
+version_added: "0.1.0"
+author: fleetnap contributors
+options:
+  directory:
+    description: node_exporter's textfile collector directory.
+    type: path
+    default: /var/lib/prometheus/node-exporter
+  sysfs_root:
+    description: Root under which C(/sys) is found; V(/) is the live host.
+    type: path
+    default: /
+attributes:
+  check_mode:
+    support: full
+    details: Reads and renders, writes nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+seealso:
+  - module: cpuidle_info
+  - module: textfile_metrics
+"""
+
+EXAMPLES = r"""
+- name: Publish C-state residency
+  cstate_residency:
+"""
+
+RETURN = r"""
+path:
+  description: The file written.
+  returned: always
+  type: str
+  sample: /var/lib/prometheus/node-exporter/fleetnap_cstate_residency.prom
+samples:
+  description: Number of samples written.
+  returned: always
+  type: int
+  sample: 480
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.cpuidle import CpuidleError
+from ansible.module_utils.fleetnap.residency import collect
+from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            directory=dict(type="path", default="/var/lib/prometheus/node-exporter"),
+            sysfs_root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    fs = HostFS(module.params["sysfs_root"])
+    try:
+        text = collect(fs)
+    except CpuidleError as exc:
+        module.fail_json(msg=str(exc))
+    path = os.path.join(module.params["directory"], "fleetnap_cstate_residency.prom")
+    samples = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    changed = False
+    if not module.check_mode:
+        changed = write_file_atomic(HostFS("/"), path, text, 0o644, module)
+    module.exit_json(changed=changed, path=path, samples=samples)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""C-state metrics: the gate's decision (cpuidle_qos metrics_dir) and residency (cstate_residency)."""
+
+import re
+
+from conftest import materialize
+from datasets import raw_states
+
+
+def samples(text, name):
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^%s\{(.*)\} (\S+)$" % name, line) or re.match(r"^%s() (\S+)$" % name, line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def test_gate_decision_as_metrics(tmp_path, module_runner):
+    root = materialize("ivbep1", tmp_path / "root")
+    metrics = tmp_path / "textfile"
+    metrics.mkdir()
+    args = {"sysfs_root": str(root), "max_latency_us": 20, "measured_latency_us": {"C1E": 21.765},
+            "metrics_dir": str(metrics)}
+    res = module_runner("cpuidle_qos", args, check=True)
+    assert not (metrics / "fleetnap_cpuidle.prom").exists()
+    res = module_runner("cpuidle_qos", args)
+    assert res.changed
+    text = (metrics / "fleetnap_cpuidle.prom").read_text()
+    assert "# TYPE fleetnap_cstate_allowed gauge" in text
+    assert samples(text, "fleetnap_cstate_allowed") == {
+        'state="POLL"': 1, 'state="C1"': 1, 'state="C1E"': 0, 'state="C3"': 0, 'state="C6"': 0}
+    assert samples(text, "fleetnap_cstate_effective_latency_seconds")['state="C1E"'] == 21.765e-6
+    assert samples(text, "fleetnap_cstate_declared_latency_seconds")['state="C6"'] == 82e-6
+    assert samples(text, "fleetnap_cpuidle_budget_seconds") == {"": 20e-6}
+    assert not module_runner("cpuidle_qos", args).changed
+
+
+def test_residency_from_a_captured_machine(tmp_path, module_runner):
+    root = materialize("skld0", tmp_path / "root")
+    out = tmp_path / "textfile"
+    out.mkdir()
+    res = module_runner("cstate_residency", {"sysfs_root": str(root), "directory": str(out)})
+    assert not res.failed and res["samples"] == 3 * sum(len(s) for s in raw_states("skld0").values())
+    text = (out / "fleetnap_cstate_residency.prom").read_text()
+    assert "# TYPE fleetnap_cstate_entries_total counter" in text
+    usage = samples(text, "fleetnap_cstate_entries_total")
+    capture = (tmp_path / "root/sys/devices/system/cpu/cpu3/cpuidle/state2/usage").read_text().strip()
+    name = raw_states("skld0")[3][2]["name"]
+    assert usage['cpu="3",state="%s"' % name] == float(capture)
+
+
+def test_residency_on_the_live_kernel_moves(tmp_path, module_runner):
+    first = module_runner("cstate_residency", {"directory": str(tmp_path)})
+    assert not first.failed, first.get("msg")
+    before = samples((tmp_path / "fleetnap_cstate_residency.prom").read_text(), "fleetnap_cstate_entries_total")
+    assert before and all(k.startswith('cpu="') for k in before)
+    res = module_runner("cstate_residency", {"directory": str(tmp_path)}, check=True)
+    assert res["samples"] >= len(before)
