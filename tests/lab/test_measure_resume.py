@@ -87,6 +87,7 @@ def test_three_cycles_on_every_guest(lab, restore, tmp_path):
     worst_e2e = max(s["resume_end_to_end_worst_ms"] for s in summary["hosts"] if s["host"] == "lab1")
     for budget, sleep in ((worst_e2e + 1000, "deep"), (worst_e2e / 2, "s2idle")):
         proc = playbook("apply_profile.yml", "-e", "fleetnap_targets=lab1",
+                        "-e", "fleetnap_artifacts_dir=%s" % tmp_path,
                         "-e", json.dumps({"fleetnap_profile": "batch",
                                           "fleetnap_profiles": {"batch": {"budget_us": None,
                                                                           "resume_budget_ms": budget}}}))
@@ -105,10 +106,21 @@ def test_three_cycles_on_every_guest(lab, restore, tmp_path):
                      "latency_profile_sleep_policy": "advise",
                      "latency_profile_utilization": 0.02}
         variables.update(extra)
-        proc = playbook("apply_profile.yml", "-e", "fleetnap_targets=lab1", "-e", json.dumps(variables))
+        proc = playbook("apply_profile.yml", "-e", "fleetnap_targets=lab1", "-e", "fleetnap_artifacts_dir=%s" % tmp_path,
+                        "-e", json.dumps(variables))
         assert proc.returncode == 0, proc.stdout[-3000:]
         line = next(line for line in proc.stdout.splitlines() if line.strip().startswith('"lab1 '))
         assert expect in line, line
+
+    # The fleet report joins the decisions and the measurements on one page.
+    proc = playbook("fleet_report.yml", "-e", "fleetnap_artifacts_dir=%s" % tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    page = (tmp_path / "report.html").read_text()
+    assert all(h in page for h in hosts) and "powernap_advice" in page
+    if shutil.which("chromium"):
+        png = ARTIFACTS / "fleet-report.png"
+        screenshot(tmp_path / "report.html", png, tmp_path)
+        assert len(png_pixels(png)[2]) > 10
 
 
 def test_failing_hosts_are_reported_and_the_rest_measured(lab, restore, tmp_path):

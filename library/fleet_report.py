@@ -1,0 +1,101 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleet_report
+short_description: One self-contained HTML page about the fleet's power states
+description:
+  - Runs on the controller. Joins what fleetnap's playbooks left in the artifacts directory (the
+    latency gate's decisions, suspend/resume measurements, C-state wake latency, the gear and its
+    history) into one HTML page with no external assets, and returns the same data.
+  - Sections without data say which playbook to run.
+version_added: "0.1.0"
+author: fleetnap contributors
+options:
+  artifacts_dir:
+    description: The directory the playbooks write to (C(profile/), C(resume/), C(wake-latency/), C(gear/)).
+    type: path
+    required: true
+  dest:
+    description: The page to write; default C(report.html) in O(artifacts_dir).
+    type: path
+  title:
+    description: Page title.
+    type: str
+    default: fleetnap fleet report
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Write the fleet report
+  fleet_report:
+    artifacts_dir: "{{ playbook_dir | dirname }}/artifacts"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+dest:
+  description: The page written.
+  returned: always
+  type: str
+sections:
+  description: Which sections had data.
+  returned: always
+  type: dict
+  sample: {profile: 6, resume: 6, wake_latency: 0, gear: true}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.report import ReportError, gather, render
+from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            artifacts_dir=dict(type="path", required=True),
+            dest=dict(type="path"),
+            title=dict(type="str", default="fleetnap fleet report"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not os.path.isdir(p["artifacts_dir"]):
+        module.fail_json(msg="artifacts_dir %s does not exist: run a fleetnap playbook first" % p["artifacts_dir"])
+    try:
+        data = gather(p["artifacts_dir"])
+    except ReportError as exc:
+        module.fail_json(msg=str(exc))
+    dest = p["dest"] or os.path.join(p["artifacts_dir"], "report.html")
+    page = render(data, p["title"])
+    changed = True
+    if os.path.exists(dest):
+        with open(dest) as fobj:
+            changed = fobj.read() != page
+    if changed and not module.check_mode:
+        write_file_atomic(HostFS("/"), dest, page, 0o644, module)
+    sections = {
+        "profile": len(data["profile"] or {}),
+        "resume": len((data["resume"] or {}).get("hosts") or []),
+        "wake_latency": len(data["wake_latency"]),
+        "gear": data["gear"] is not None,
+        "gear_history": len(data["gear_history"]),
+    }
+    module.exit_json(changed=changed, dest=dest, sections=sections)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet report: one self-contained HTML page from what the playbooks left on the controller.
+
+Inputs (all optional; a missing one is reported as "not measured yet" with the playbook to run):
+
+- ``profile/decisions.json``   apply_profile.yml: per host, the gate's decision
+- ``resume/summary.json``      measure_resume.yml: per host, kernel and end-to-end resume
+- ``wake-latency/<host>.json`` measure_wake_latency.yml: per host and C-state, measured latency
+- ``gear/state.json``, ``gear/history.jsonl``  gear_shift.yml: the gear now and its history
+"""
+
+from __future__ import annotations
+
+import glob
+import html
+import json
+import os
+
+
+class ReportError(ValueError):
+    """An input file exists but cannot be read."""
+
+
+def _load(path):
+    try:
+        with open(path) as fobj:
+            return json.load(fobj)
+    except (IOError, OSError) as exc:
+        raise ReportError("cannot read %s: %s" % (path, exc))
+    except ValueError as exc:
+        raise ReportError("%s is not valid JSON (%s): rerun the playbook that writes it" % (path, exc))
+
+
+def gather(artifacts):
+    """Everything the report shows, as plain data (also returned by the module)."""
+    data = {"profile": None, "resume": None, "wake_latency": {}, "gear": None, "gear_history": []}
+    path = os.path.join(artifacts, "profile", "decisions.json")
+    if os.path.exists(path):
+        data["profile"] = _load(path)
+    path = os.path.join(artifacts, "resume", "summary.json")
+    if os.path.exists(path):
+        data["resume"] = _load(path)
+    for path in sorted(glob.glob(os.path.join(artifacts, "wake-latency", "*.json"))):
+        item = _load(path)
+        if isinstance(item, dict) and "states" in item:
+            data["wake_latency"][item.get("host") or os.path.basename(path)[:-5]] = item
+    path = os.path.join(artifacts, "gear", "state.json")
+    if os.path.exists(path):
+        data["gear"] = _load(path)
+    path = os.path.join(artifacts, "gear", "history.jsonl")
+    if os.path.exists(path):
+        with open(path) as fobj:
+            for lineno, line in enumerate(fobj, 1):
+                if line.strip():
+                    try:
+                        data["gear_history"].append(json.loads(line))
+                    except ValueError:
+                        raise ReportError("%s line %d is not valid JSON" % (path, lineno))
+    return data
+
+
+def _e(value):
+    return html.escape("" if value is None else str(value))
+
+
+def _num(value, fmt="%.1f"):
+    try:
+        return fmt % float(value)
+    except (TypeError, ValueError):
+        return "-"
+
+
+def _missing(what, playbook):
+    return '<p class="missing">%s: not measured yet (run <code>playbooks/%s</code>).</p>' % (_e(what), _e(playbook))
+
+
+def _profile(decisions):
+    if not decisions:
+        return _missing("Latency profiles", "apply_profile.yml")
+    rows = []
+    for host in sorted(decisions):
+        d = decisions[host] or {}
+        states = d.get("states") or []
+        cells = " ".join('<span class="%s" title="%s">%s</span>' % (
+            "ok" if s.get("allowed") else "no", _e(s.get("reason")), _e(s.get("name"))) for s in states)
+        rows.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
+            _e(host), _e(d.get("budget_us") if d.get("budget_us") is not None else "none"), cells or "(no cpuidle)",
+            _e(d.get("sleep") or "unmanaged"), _e(d.get("sleep_reason"))))
+    return ("<table><tr><th>host</th><th>budget (µs)</th><th>C-states (green allowed, red disabled)</th>"
+            "<th>sleep</th><th>why</th></tr>%s</table>" % "".join(rows))
+
+
+def _resume(summary):
+    if not summary:
+        return _missing("Suspend/resume", "measure_resume.yml")
+    hosts = summary.get("hosts") or []
+    top = max([float(h.get("resume_end_to_end_worst_ms") or 0) for h in hosts] + [1.0])
+    rows = []
+    for h in sorted(hosts, key=lambda x: x.get("host")):
+        k, e2e = float(h.get("resume_kernel_worst_ms") or 0), float(h.get("resume_end_to_end_worst_ms") or 0)
+        rows.append(
+            '<tr><td><a href="resume/%s/cycle-%s.html">%s</a></td><td>%s</td><td>%s</td><td>%s / %s / %s</td>'
+            '<td><span class="bar" style="width:%.0fpx"></span><br><span class="bar e2e" style="width:%.0fpx"></span></td>'
+            "<td>%s</td></tr>" % (
+                _e(h.get("host")), _e(h.get("worst_cycle", 1)), _e(h.get("host")), _num(k), _num(e2e, "%.0f"),
+                _num(h.get("cpus_ms")), _num(h.get("noirq_ms")), _num(h.get("devices_ms")),
+                240 * k / top, 240 * e2e / top, _e((h.get("powernap") or {}).get("advice", "-"))))
+    failed = summary.get("failed") or []
+    note = '<p class="no">failed: %s</p>' % _e(", ".join(failed)) if failed else ""
+    return ("<table><tr><th>host</th><th>kernel resume, worst (ms)</th><th>end-to-end, worst (ms)</th>"
+            "<th>CPUs / noirq / devices (ms)</th><th>kernel (blue) vs end-to-end (orange)</th>"
+            "<th>PowerNap advice</th></tr>%s</table>%s" % ("".join(rows), note))
+
+
+def _wake(per_host, decisions):
+    if not per_host:
+        return _missing("C-state wake latency", "measure_wake_latency.yml")
+    out = []
+    for host in sorted(per_host):
+        item = per_host[host]
+        budget = ((decisions or {}).get(host) or {}).get("budget_us")
+        rows = []
+        for s in item.get("states") or []:
+            over = budget is not None and s.get("max_us") is not None and float(s["max_us"]) > float(budget)
+            rows.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td%s>%s</td><td>%s</td></tr>" % (
+                _e(s.get("name")), _e(s.get("declared_us")), _e(s.get("count")), _num(s.get("median_us")),
+                _num(s.get("p99_us")), ' class="no"' if over else "", _num(s.get("max_us")),
+                _e(s.get("max_occurrences"))))
+        out.append("<h3>%s (%s%s)</h3><table><tr><th>state</th><th>declared (µs)</th><th>samples</th>"
+                   "<th>median</th><th>p99</th><th>max</th><th>max seen</th></tr>%s</table>" % (
+                       _e(host), _e(item.get("method")),
+                       ", budget %s µs" % _e(budget) if budget is not None else "", "".join(rows)))
+    return "".join(out)
+
+
+def _gear(state, history):
+    if not state and not history:
+        return _missing("Gear shifts", "gear_shift.yml")
+    out = []
+    if state:
+        hosts = state.get("hosts") or {}
+        cells = " ".join('<span class="%s">%s</span>' % (
+            "ok" if (h or {}).get("power") in ("on", "running") or (h or {}).get("state") == "on" else "no", _e(name))
+            for name, h in sorted(hosts.items()))
+        out.append("<p>gear <b>%s</b> (target %s), result <b>%s</b> %s, at %s. Groups on: %s; off: %s.</p><p>%s</p>" % (
+            _e(state.get("gear")), _e(state.get("target_gear")), _e(state.get("result")), _e(state.get("reason")),
+            _e(state.get("finished")), _e(state.get("groups_on")), _e(state.get("groups_off")), cells))
+    if history:
+        points = [(h.get("finished") or h.get("started") or "", h.get("gear")) for h in history[-200:]]
+        gmax = max([int(g or 0) for _t, g in points] + [1])
+        width, height = 720, 120
+        step = width / max(len(points) - 1, 1)
+        coords = " ".join("%.1f,%.1f" % (i * step, height - (int(g or 0) / float(gmax)) * (height - 10))
+                          for i, (_t, g) in enumerate(points))
+        out.append('<svg width="%d" height="%d" role="img" aria-label="gear history"><polyline points="%s" '
+                   'fill="none" stroke="#2563eb" stroke-width="2"/></svg><p class="missing">%d shifts, from %s to %s</p>'
+                   % (width, height + 4, coords, len(points), _e(points[0][0]), _e(points[-1][0])))
+    return "".join(out)
+
+
+CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
+table{border-collapse:collapse;margin-bottom:1em}th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}
+th{background:#f3f3f3}.ok{background:#dcfce7;padding:1px 5px;border-radius:3px}
+.no{background:#fee2e2;padding:1px 5px;border-radius:3px}.missing{color:#666}
+.bar{display:inline-block;height:10px;background:#3b82f6}.e2e{background:#f59e0b}"""
+
+
+def render(data, title="fleetnap fleet report"):
+    """The page depends only on the data, so an unchanged fleet gives an unchanged report."""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head>"
+            "<body><h1>%s</h1>"
+            "<h2>Latency profiles</h2>%s<h2>Suspend/resume</h2>%s<h2>C-state wake latency</h2>%s"
+            "<h2>Gear</h2>%s</body></html>\n" % (
+                _e(title), CSS, _e(title), _profile(data["profile"]), _resume(data["resume"]),
+                _wake(data["wake_latency"], data["profile"]), _gear(data["gear"], data["gear_history"])))

@@ -1,0 +1,63 @@
+"""The fleet report renderer: sections from real-shaped inputs, missing ones named, bad input refused."""
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+
+from ansible.module_utils.fleetnap.report import ReportError, gather, render
+
+
+class Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.text, self.tags = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        assert not (tag in ("script", "link") or (tag == "img" and dict(attrs).get("src", "").startswith("http")))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parsed(page):
+    c = Collect()
+    c.feed(page)
+    return " ".join(" ".join(c.text).split()), c.tags
+
+
+def test_empty_artifacts_name_the_playbooks(tmp_path):
+    text, _tags = parsed(render(gather(str(tmp_path))))
+    for playbook in ("apply_profile.yml", "measure_resume.yml", "measure_wake_latency.yml", "gear_shift.yml"):
+        assert "run playbooks/%s" % playbook in text
+
+
+def test_sections_from_inputs(tmp_path):
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile/decisions.json").write_text(json.dumps({"gw1": {
+        "budget_us": 20, "sleep": "none", "sleep_reason": "resume 900 ms > budget 0 ms",
+        "states": [{"name": "C1", "allowed": True, "reason": "r"}, {"name": "C6", "allowed": False, "reason": "<x>"}]}}))
+    (tmp_path / "gear").mkdir()
+    (tmp_path / "gear/state.json").write_text(json.dumps({"gear": 1, "target_gear": 1, "result": "ok",
+                                                          "hosts": {"lab1": {"power": "on"}, "lab2": {"power": "off"}}}))
+    (tmp_path / "gear/history.jsonl").write_text("\n".join(json.dumps({"finished": "t%d" % i, "gear": g})
+                                                             for i, g in enumerate([3, 1, 3])) + "\n")
+    page = render(gather(str(tmp_path)))
+    text, tags = parsed(page)
+    assert "gw1" in text and "C6" in text and "resume 900 ms > budget 0 ms" in text
+    assert "&lt;x&gt;" in page and "<x>" not in page
+    assert "3 shifts, from t0 to t2" in text and "svg" in tags and "polyline" in tags
+    assert "gear 1 (target 1), result ok" in text
+
+
+def test_malformed_input_is_refused(tmp_path):
+    (tmp_path / "resume").mkdir()
+    (tmp_path / "resume/summary.json").write_text("{not json")
+    with pytest.raises(ReportError, match="summary.json is not valid JSON"):
+        gather(str(tmp_path))
+    (tmp_path / "resume/summary.json").write_text("{}")
+    (tmp_path / "gear").mkdir()
+    (tmp_path / "gear/history.jsonl").write_text('{"gear": 3}\nbroken\n')
+    with pytest.raises(ReportError, match="history.jsonl line 2"):
+        gather(str(tmp_path))
