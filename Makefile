@@ -21,7 +21,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 # Debian packages the tests and the lab need (installed once, then cached by a stamp).
-DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium rt-tests
+DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium rt-tests prometheus
 
 .PHONY: help setup deps venv test test-unit lint demo bench
 

@@ -72,6 +72,9 @@ PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "udev", "kmod", "openssh-server", "python3",
     "iproute2", "ethtool", "linuxptp", "ifupdown", "isc-dhcp-client", "procps",
     "initramfs-tools",
+    # observability and measurement: node_exporter (textfile collector for fleetnap_* metrics)
+    # and cyclictest (measure_wake_latency.yml); guests cannot download packages later
+    "prometheus-node-exporter", "rt-tests",
 ]
 # Initramfs: only what mounting the root needs (virtio_net loads from the root via udev).
 INITRAMFS_MODULES = ["virtio_pci", "virtio_blk", "ext4"]
@@ -378,6 +381,7 @@ def host_table(cfg: dict) -> list[dict]:
         hosts.append({
             "name": name, "index": i,
             "ssh_port": cfg["ssh_base"] + i,
+            "metrics_port": cfg["ssh_base"] + 100 + i,
             "bmc_port": cfg["bmc_base"] + i,
             "vm_port": cfg["bmc_base"] + 100 + i,
             "mgmt_mac": "52:54:00:fa:00:%02x" % i,
@@ -612,7 +616,8 @@ def qemu_argv(host: dict, image: Path, cfg: dict) -> list[str]:
         "-append", append,
         "-drive", "file=%s,if=virtio,format=qcow2" % (d / "disk.qcow2"),
         # management NIC: user networking, restrict=on (the guest reaches nothing but slirp)
-        "-netdev", "user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22" % host["ssh_port"],
+        "-netdev", "user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22,hostfwd=tcp:127.0.0.1:%d-:9100"
+        % (host["ssh_port"], host["metrics_port"]),
         "-device", "virtio-net-pci,netdev=mgmt,mac=%s,addr=0x3" % host["mgmt_mac"],
         # the e1000e: a real PHC (/dev/ptp0) and the MAC the WoL relay wakes
         "-netdev", "user,id=lan,restrict=on,net=10.0.3.0/24",
@@ -742,6 +747,7 @@ def write_inventory(table: dict) -> Path:
             "fleetnap_rack": h["rack"], "fleetnap_gear_group": h["gear_group"],
             "fleetnap_power_methods": ["wol", "ipmi"],
             "fleetnap_lab_qmp": h["qmp"],
+            "fleetnap_metrics_address": "127.0.0.1:%d" % h["metrics_port"],
         }
         for g in (h["rack"], "gear_group_%d" % h["gear_group"]):
             groups.setdefault(g, {"hosts": {}})["hosts"][h["name"]] = None
@@ -793,7 +799,8 @@ def up() -> dict:
                 actions.append("%s: stopped an orphan QEMU" % h["name"])
             for port, kind, what in ((h["bmc_port"], socket.SOCK_DGRAM, "BMC (UDP)"),
                                      (h["vm_port"], socket.SOCK_STREAM, "BMC-QEMU link (TCP)"),
-                                     (h["ssh_port"], socket.SOCK_STREAM, "SSH forward (TCP)")):
+                                     (h["ssh_port"], socket.SOCK_STREAM, "SSH forward (TCP)"),
+                                     (h["metrics_port"], socket.SOCK_STREAM, "node_exporter forward (TCP)")):
                 if not port_free(port, kind):
                     raise LabError("port 127.0.0.1:%d for %s's %s is in use; free it or set "
                                    "LAB_PORT_BASE / LAB_BMC_PORT_BASE" % (port, h["name"], what))
