@@ -81,20 +81,37 @@ options:
     description:
       - Four PromQL expressions giving the fleet totals, keyed C(read_iops), C(write_iops),
         C(read_mbps), C(write_mbps). Several series in an answer are summed.
-      - Run through C(/api/v1/query_range), split into windows of at most 11,000 points.
+      - 'With node_exporter on every storage server: "sum(rate(node_disk_reads_completed_total[5m]))"
+        for read IOPS, "sum(rate(node_disk_read_bytes_total[5m])) / 1e6" for read MB/s, and the
+        C(writes_completed) and C(written_bytes) counterparts. Filter devices and hosts with
+        label matchers (for example C({job="storage",device=~"sd.+"})).'
+      - Run through C(/api/v1/query_range), split into windows of at most 11,000 points (the
+        limit Prometheus enforces per series and query).
+      - Values must be finite and >= 0; NaN points (no data) are skipped.
     type: dict
   prometheus_start:
-    description: Start of the range (ISO 8601 or Unix seconds). Default O(prometheus_days) before the end.
+    description:
+      - Start of the range (ISO 8601 or Unix seconds), the first point. Default O(prometheus_days)
+        before the end.
     type: str
   prometheus_end:
-    description: End of the range (ISO 8601 or Unix seconds). Default now.
+    description:
+      - End of the range (ISO 8601 or Unix seconds), exclusive. Default now.
+      - The points are O(prometheus_start) + k * O(prometheus_step) strictly before the end. Prometheus
+        answers a point with the newest sample of the lookback window before it (5 minutes by
+        default), so a point at the end would repeat the last sample and, for a range ending at
+        midnight, add an hour of the next day.
     type: str
   prometheus_days:
     description: Length of the default range in days.
     type: int
     default: 7
   prometheus_step:
-    description: Query resolution in seconds (the peak of each hour is taken over these samples).
+    description:
+      - Query resolution in seconds (the peak of each hour is taken over these points).
+      - Use the scrape (or sampling) interval or a divisor of it, and a C(rate()) window of at least
+        twice the scrape interval. A step longer than the lookback delta (5 minutes by default) skips
+        samples and can miss peaks.
     type: int
     default: 60
   prometheus_timeout:
@@ -142,7 +159,10 @@ attributes:
     platforms: posix
 notes:
   - Load units are servers' worth of load; each term of L is a rate divided by one server's capacity.
-  - The Prometheus path uses only the Python standard library (urllib).
+  - The Prometheus path uses only the Python standard library (urllib). It was tested against
+    Prometheus 2.42 (Debian 12) serving history backfilled with
+    C(promtool tsdb create-blocks-from openmetrics); the schedule equals the one from the same
+    history as CSV.
 """
 
 EXAMPLES = r"""
@@ -177,10 +197,15 @@ EXAMPLES = r"""
     server_write_mbps: 90
     prometheus_url: http://prometheus.example.com:9090
     promql:
-      read_iops: sum(rate(node_disk_reads_completed_total[1m]))
-      write_iops: sum(rate(node_disk_writes_completed_total[1m]))
-      read_mbps: sum(rate(node_disk_read_bytes_total[1m])) / 1e6
-      write_mbps: sum(rate(node_disk_written_bytes_total[1m])) / 1e6
+      read_iops: sum(rate(node_disk_reads_completed_total{job="storage",device=~"sd.+"}[5m]))
+      write_iops: sum(rate(node_disk_writes_completed_total{job="storage",device=~"sd.+"}[5m]))
+      read_mbps: sum(rate(node_disk_read_bytes_total{job="storage",device=~"sd.+"}[5m])) / 1e6
+      write_mbps: sum(rate(node_disk_written_bytes_total{job="storage",device=~"sd.+"}[5m])) / 1e6
+    # Four whole weeks up to last midnight (UTC): the end is exclusive.
+    prometheus_start: "{{ '%Y-%m-%dT00:00:00Z' | strftime(now(utc=true).timestamp() - 28 * 86400, utc=true) }}"
+    prometheus_end: "{{ '%Y-%m-%dT00:00:00Z' | strftime(utc=true) }}"
+    prometheus_step: 60
+    train_days: 21
     layout_hosts: "{{ layout_hosts }}"
     replica_map: "{{ lookup('ansible.builtin.file', 'replica_map.json') | from_json }}"
   vars:
@@ -255,7 +280,7 @@ from datetime import datetime, date as dt_date
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import (
     METRICS, Capacity, GearError, check_layout, choose_gear, get_timezone, groups_at,
-    parse_timestamp, peaks_from_series, plan, prom_fetch, read_load_csv, table,
+    parse_timestamp, peaks_from_series, plan, prom_fetch, prom_last_point, read_load_csv, table,
 )
 
 
@@ -304,10 +329,14 @@ def run(module):
             start = _moment(p["prometheus_start"], tz, "prometheus_start").timestamp()
         else:
             start = end - p["prometheus_days"] * 86400
+        prom_last_point(start, end, p["prometheus_step"])  # range and step checked before any query
         series = {}
         for m in METRICS:
-            series[m] = prom_fetch(p["prometheus_url"], promql[m], start, end, p["prometheus_step"],
-                                   timeout=p["prometheus_timeout"], token=p["prometheus_token"])
+            try:
+                series[m] = prom_fetch(p["prometheus_url"], promql[m], start, end, p["prometheus_step"],
+                                       timeout=p["prometheus_timeout"], token=p["prometheus_token"])
+            except GearError as e:
+                raise GearError("promql.%s: %s" % (m, e))
         peaks, dropped = peaks_from_series(series, capacity, p["replicas"], tz)
         source = p["prometheus_url"]
 

@@ -367,17 +367,44 @@ def prom_matrix_to_series(payload, query):
             except (TypeError, ValueError, IndexError):
                 raise GearError("Prometheus query %r: bad sample %r (expected [unix_time, \"value\"])"
                                 % (query, pair))
-            if value != value:  # NaN
+            if value != value:  # NaN: no data at this step (e.g. rate() over a gap)
                 continue
+            if not value >= 0 or math.isinf(value):
+                raise GearError("Prometheus query %r returned %r at %s; load rates must be finite and >= 0 "
+                                "(guard divisions and use rate() on counters)"
+                                % (query, pair[1], datetime.fromtimestamp(ts, dt_timezone.utc).isoformat()))
             out[ts] = out.get(ts, 0.0) + value
     return out
 
 
-def prom_windows(start, end, step, max_points=PROM_MAX_POINTS):
-    """Split [start, end] into windows of at most ``max_points`` samples each."""
+def _utc_text(epoch):
+    try:
+        return datetime.fromtimestamp(epoch, dt_timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return repr(epoch)
+
+
+def prom_last_point(start, end, step):
+    """The last point ``start + k*step`` strictly before ``end`` (the range is ``[start, end)``)."""
     if step <= 0:
         raise GearError("prometheus_step must be > 0 seconds, got %r" % step)
     if end <= start:
+        raise GearError("prometheus_end (%s) must be after prometheus_start (%s)"
+                        % (_utc_text(end), _utc_text(start)))
+    return start + (int(math.ceil((end - start) / float(step))) - 1) * step
+
+
+def prom_windows(start, end, step, max_points=PROM_MAX_POINTS):
+    """Split the points ``start, start+step, ... <= end`` into windows of at most ``max_points`` each.
+
+    Prometheus refuses a range query whose ``(end - start) / step`` exceeds 11,000 ("exceeded
+    maximum resolution of 11,000 points per timeseries"); each window here spans at most
+    ``(max_points - 1) * step`` and the next one starts one step later, so no point is fetched
+    twice and the grid stays ``start + k*step`` across windows.
+    """
+    if step <= 0:
+        raise GearError("prometheus_step must be > 0 seconds, got %r" % step)
+    if end < start:
         raise GearError("prometheus_end (%s) must be after prometheus_start (%s)" % (end, start))
     span = step * (max_points - 1)
     windows = []
@@ -390,7 +417,15 @@ def prom_windows(start, end, step, max_points=PROM_MAX_POINTS):
 
 
 def prom_fetch(url, query, start, end, step, timeout=30.0, token=None, opener=None):
-    """Run one range query (split into windows) against ``url``; return {timestamp: value}."""
+    """Run one range query over ``[start, end)`` against ``url``; return {timestamp: value}.
+
+    The points are ``start + k*step`` strictly before ``end``: at the point ``end`` itself
+    Prometheus would still return the last sample before it (the lookback window, 5 minutes by
+    default), which for a range ending at midnight would invent an hour on the next day. Long
+    ranges are split into windows of at most :data:`PROM_MAX_POINTS` points
+    (:func:`prom_windows`).
+    """
+    last = prom_last_point(start, end, step)
     try:
         from urllib.parse import urlencode
         from urllib.request import Request, urlopen
@@ -400,7 +435,7 @@ def prom_fetch(url, query, start, end, step, timeout=30.0, token=None, opener=No
     opener = opener or urlopen
     base = url.rstrip("/") + "/api/v1/query_range"
     series = {}
-    for w_start, w_end in prom_windows(start, end, step):
+    for w_start, w_end in prom_windows(start, last, step):
         body = urlencode({"query": query, "start": repr(float(w_start)), "end": repr(float(w_end)),
                           "step": repr(float(step))}).encode()
         req = Request(base, data=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
@@ -412,9 +447,14 @@ def prom_fetch(url, query, start, end, step, timeout=30.0, token=None, opener=No
         except HTTPError as e:
             detail = ""
             try:
-                detail = e.read().decode("utf-8", "replace")[:300]
+                detail = e.read().decode("utf-8", "replace")
             except Exception:
                 pass
+            try:  # the API explains errors as {"status": "error", "errorType": ..., "error": ...}
+                err = json.loads(detail)
+                detail = "%s: %s" % (err["errorType"], err["error"])
+            except (ValueError, KeyError, TypeError):
+                detail = detail[:300]
             raise GearError("Prometheus at %s answered HTTP %s for %r: %s" % (base, e.code, query, detail))
         except (URLError, OSError) as e:
             raise GearError("cannot reach Prometheus at %s: %s (check prometheus_url)"

@@ -421,3 +421,51 @@ def test_check_layout_combines():
     assert {v["kind"] for v in out["violations"]} == {"no_active_copy"}
     # r0s0 is in group 2: off in gear 1 at offsets 0 and 1, in gear 2 at offset 1.
     assert sorted((v["gear"], v["rotation"]) for v in out["violations"]) == [(1, 0), (1, 1), (2, 1)]
+
+
+def test_prom_range_end_is_exclusive():
+    # Midnight to midnight at 5 minutes: 288 points, the last at 23:55 (Prometheus would answer
+    # the point at midnight with the 23:55 sample and invent an hour of the next day).
+    day = 1735689600
+    assert gear.prom_last_point(day, day + 86400, 300) == day + 86400 - 300
+    assert gear.prom_last_point(day, day + 86400 - 1, 300) == day + 86400 - 300
+    assert gear.prom_last_point(day, day + 86400 + 1, 300) == day + 86400
+    assert gear.prom_last_point(day, day + 1, 300) == day
+    with pytest.raises(GearError, match=r"prometheus_end \(2025-01-01T00:00:00\+00:00\) must be after"):
+        gear.prom_last_point(day, day, 60)
+    with pytest.raises(GearError, match="prometheus_step must be > 0"):
+        gear.prom_last_point(day, day + 60, 0)
+
+
+@pytest.mark.parametrize("days,step,windows", [(28, 60, 4), (28, 300, 1), (42, 300, 2), (7, 55, 1), (8, 60, 2)])
+def test_prom_windows_chunk_long_ranges(days, step, windows):
+    start = 1735689600
+    last = gear.prom_last_point(start, start + days * 86400, step)
+    w = gear.prom_windows(start, last, step)
+    assert len(w) == windows
+    points = []
+    for a, b in w:
+        # Prometheus refuses (end - start) / step > 11,000.
+        assert (b - a) / step <= 11000
+        points.extend(range(a, b + 1, step))
+    # Every point of the grid exactly once, in order, none at or after the end.
+    assert points == list(range(start, last + 1, step))
+    assert points[-1] < start + days * 86400
+
+
+def test_prom_matrix_rejects_inf_and_negative():
+    with pytest.raises(GearError, match=r"returned '\+Inf' at 2024-01-01T00:00:00\+00:00"):
+        gear.prom_matrix_to_series(_matrix([[1704067200, "+Inf"]]), "sum(x) / 0")
+    with pytest.raises(GearError, match="finite and >= 0"):
+        gear.prom_matrix_to_series(_matrix([[1704067200, "-3"]]), "deriv(x[5m])")
+
+
+def test_prom_fetch_http_error_shows_the_api_error():
+    import io
+
+    def bad_query(req, timeout):
+        body = b'{"status":"error","errorType":"bad_data","error":"1:15: parse error: unclosed left parenthesis"}'
+        raise HTTPError(req.full_url, 400, "Bad Request", {}, io.BytesIO(body))
+
+    with pytest.raises(GearError, match="HTTP 400 for 'sum\\(x': bad_data: 1:15: parse error: unclosed"):
+        gear.prom_fetch("http://prom:9090", "sum(x", 0, 3600, 60, opener=bad_query)
