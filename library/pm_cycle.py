@@ -29,6 +29,15 @@ options:
     type: str
     choices: [mem, freeze]
     default: mem
+  mem_sleep:
+    description:
+      - With O(mode=mem), the variant to measure. V(deep) (S3) is selected in
+        C(/sys/power/mem_sleep) for the cycles and the previous choice restored afterwards, so a
+        host whose sleep policy allows only s2idle can still be measured for S3. V(current) uses
+        whatever is selected.
+    type: str
+    choices: [deep, s2idle, current]
+    default: deep
   wake:
     description: V(rtc) sets the RTC wake alarm before each suspend; V(external) waits for a wake from outside.
     type: str
@@ -107,6 +116,10 @@ cycles:
     woke_at: {description: Unix time when the host was running again, type: float}
     log: {description: The kernel log of the cycle, type: str}
     log_path: {description: Where the log is kept on the host, type: str}
+mem_sleep:
+  description: The mem_sleep choice before the call (restored).
+  returned: always
+  type: str
 pm_print_times:
   description: The value of pm_print_times before the call (restored).
   returned: always
@@ -126,6 +139,7 @@ from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
 
 WAKEALARM = "/sys/class/rtc/rtc0/wakealarm"
 PRINT_TIMES = POWER_DIR + "/pm_print_times"
+MEM_SLEEP = POWER_DIR + "/mem_sleep"
 
 
 def kernel_log(module):
@@ -182,6 +196,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             mode=dict(type="str", choices=["mem", "freeze"], default="mem"),
+            mem_sleep=dict(type="str", choices=["deep", "s2idle", "current"], default="deep"),
             wake=dict(type="str", choices=["rtc", "external"], default="rtc"),
             rtc_wake_s=dict(type="int", default=5),
             cycles=dict(type="int", default=1),
@@ -204,6 +219,14 @@ def main():
         module.fail_json(msg="%s will not suspend: %s offers %s, not %r; nothing was changed"
                          % (host, POWER_DIR + "/state",
                             " ".join(offered["states"]) or "nothing", p["mode"]), offered=offered)
+    want_variant = None
+    if p["mode"] == "mem" and p["mem_sleep"] != "current":
+        if p["mem_sleep"] not in offered["mem_sleep_options"]:
+            module.fail_json(msg="%s will not suspend to %s: %s offers %s; nothing was changed"
+                             % (host, p["mem_sleep"], POWER_DIR + "/mem_sleep",
+                                " ".join(offered["mem_sleep_options"]) or "nothing"), offered=offered)
+        if p["mem_sleep"] != offered["mem_sleep"]:
+            want_variant = p["mem_sleep"]
     if p["wake"] == "rtc" and not fs.exists(WAKEALARM):
         module.fail_json(msg="%s has no RTC wake alarm (%s); use wake=external and wake it from outside"
                          % (host, WAKEALARM))
@@ -216,13 +239,15 @@ def main():
     results = []
     run_id = uuid.uuid4().hex[:8]
     try:
+        if want_variant:
+            fs.write_raw(MEM_SLEEP, want_variant)
         if p["pm_print_times"] and before is False:
             fs.write_raw(PRINT_TIMES, "1")
         for index in range(1, p["cycles"] + 1):
             if index > 1:
                 time.sleep(p["pause_s"])
             results.append(one_cycle(module, fs, index, run_id))
-            results[-1]["mem_sleep"] = offered["mem_sleep"] if p["mode"] == "mem" else "s2idle"
+            results[-1]["mem_sleep"] = (want_variant or offered["mem_sleep"]) if p["mode"] == "mem" else "s2idle"
     except (OSError, IOError) as exc:
         module.fail_json(msg="%s: suspend cycle %d failed: %s; the host did not suspend or did not log the "
                              "cycle (pm_print_times restored)" % (host, len(results) + 1, to_native(exc)),
@@ -236,7 +261,13 @@ def main():
                 fs.write_raw(PRINT_TIMES, "0")
             except (OSError, IOError):
                 module.warn("could not restore %s to 0" % PRINT_TIMES)
-    module.exit_json(changed=True, cycles=results, pm_print_times=before, offered=offered)
+        if want_variant and offered["mem_sleep"]:
+            try:
+                fs.write_raw(MEM_SLEEP, offered["mem_sleep"])
+            except (OSError, IOError):
+                module.warn("could not restore %s to %s" % (MEM_SLEEP, offered["mem_sleep"]))
+    module.exit_json(changed=True, cycles=results, pm_print_times=before, mem_sleep=offered["mem_sleep"],
+                     offered=offered)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import yaml
 
-from test_measure_resume import REPO, playbook
+from test_measure_resume import INVENTORY, playbook
 
 pytestmark = pytest.mark.lab
 PROMETHEUS = shutil.which("prometheus")
@@ -37,7 +37,7 @@ def query(base, expr):
 def prometheus(lab, tmp_path):
     if not PROMETHEUS:
         pytest.skip("Debian package prometheus not installed (make setup installs it)")
-    inv = yaml.safe_load((REPO / "inventories/lab/hosts.yml").read_text())["all"]["children"]["lab"]["hosts"]
+    inv = yaml.safe_load((INVENTORY / "hosts.yml").read_text())["all"]["children"]["lab"]["hosts"]
     config = {"global": {"scrape_interval": "2s", "scrape_timeout": "2s"},
               "scrape_configs": [{"job_name": "fleetnap-lab", "static_configs": [
                   {"targets": [v["fleetnap_metrics_address"]], "labels": {"host": name}} for name, v in inv.items()]}]}
