@@ -77,3 +77,5 @@ demo: setup lab-up
 bench: setup
 	$(BIN)/python tests/bench/bench_pm_timeline.py
 	$(BIN)/python tests/bench/bench_gear_plan.py
+	$(MAKE) --no-print-directory lab-up
+	$(BIN)/python tests/bench/bench_gear_shift.py

@@ -1,0 +1,205 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gear_shift_plan
+short_description: Decide what every host does in a gear shift, from what was observed on it
+description:
+  - Runs on the controller (C(delegate_to=localhost), C(run_once=true)) and only computes.
+  - The target groups come from O(gear) with the day's group rotation (the rotation of
+    M(gear_plan), Sierra section 3.7), or from O(groups_on) (for example M(gear_plan)'s
+    C(now.groups_on)).
+  - Each host's action follows from its observed state (C(on), C(asleep), C(off), C(unknown)), so a
+    shift interrupted halfway converges when run again.
+  - Health gate. A host that answered at the end of the last shift (C(hosts.NAME.state) in
+    O(state_file); every host when there is none), belongs to a group that must be on after the shift and does not answer is
+    unhealthy. If anything would go down while a host is unhealthy, the result is
+    C(refused) - the target becomes gear r (every group on), the sleeping hosts are woken and
+    nothing goes down. Unhealthy hosts are reported, never acted on.
+version_added: "0.1.0"
+author:
+  - fleetnap contributors
+options:
+  hosts:
+    description:
+      - Host name -> C(group) (gear group), C(rack), C(state) (observed C(on), C(asleep), C(off)
+        or C(unknown)), C(down_method) (C(suspend), C(soft) or C(off)) and C(up_methods) (a list of
+        C(wol) and C(ipmi), tried in order).
+      - Instead of C(state), C(ssh) (whether the SSH greeting came) and C(bmc) (the chassis power the
+        BMC reported, or null) - silent with chassis on is C(asleep), chassis off is C(off), no BMC
+        answer is C(unknown).
+    type: dict
+    required: true
+  replicas:
+    description: Number of gear groups r (the replication factor).
+    type: int
+    default: 3
+  gmin:
+    description: Lowest gear allowed.
+    type: int
+    default: 1
+  gear:
+    description: Target gear. The groups come from the rotation of O(date).
+    type: int
+  groups_on:
+    description: Target groups, for example M(gear_plan)'s C(now.groups_on).
+    type: list
+    elements: int
+  date:
+    description: Date (YYYY-MM-DD) whose rotation O(gear) uses. Default today on the controller.
+    type: str
+  state_file:
+    description: The previous shift's state file (JSON, C(hosts.NAME.state)). Missing means every host is expected on.
+    type: path
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it runs unchanged in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Plan a shift to gear 1
+  gear_shift_plan:
+    gear: 1
+    replicas: 3
+    state_file: "{{ playbook_dir }}/../artifacts/gear/state.json"
+    hosts:
+      lab1: {group: 1, rack: rack1, state: "on", down_method: suspend, up_methods: [wol, ipmi]}
+      lab2: {group: 2, rack: rack1, state: "on", down_method: suspend, up_methods: [wol, ipmi]}
+      lab3: {group: 3, rack: rack2, state: asleep, down_method: suspend, up_methods: [wol, ipmi]}
+  delegate_to: localhost
+  run_once: true
+  register: shift
+
+- name: Show it
+  ansible.builtin.debug:
+    msg: "{{ shift.table.splitlines() }}"
+  run_once: true
+"""
+
+RETURN = r"""
+gear:
+  description: The gear the shift goes to (gear r when the health gate refused a lower one).
+  returned: success
+  type: int
+groups_on:
+  description: Gear groups on after the shift.
+  returned: success
+  type: list
+  elements: int
+groups_off:
+  description: Gear groups off after the shift.
+  returned: success
+  type: list
+  elements: int
+requested:
+  description: What was asked for (gear, groups_on, groups_off) before the health gate.
+  returned: success
+  type: dict
+current_gear:
+  description: Groups whose hosts all answer now.
+  returned: success
+  type: int
+result:
+  description: C(ok), C(refused) (health gate, waking instead of going lower) or C(degraded) (unhealthy hosts, nothing went lower).
+  returned: success
+  type: str
+reason:
+  description: Why the result is not C(ok).
+  returned: success
+  type: str
+unhealthy:
+  description: Hosts that should answer and do not.
+  returned: success
+  type: list
+  elements: str
+rows:
+  description: Per host, sorted by name - host, group, rack, state, expected, target, action (up, down, none), method, unhealthy.
+  returned: success
+  type: list
+  elements: dict
+up_hosts:
+  description: Hosts to wake.
+  returned: success
+  type: list
+  elements: str
+down_hosts:
+  description: Hosts to put down.
+  returned: success
+  type: list
+  elements: str
+direction:
+  description: C(down), C(up), C(mixed) (a new day's rotation swaps groups) or C(none).
+  returned: success
+  type: str
+counts:
+  description: Number of hosts per action.
+  returned: success
+  type: dict
+power_rows:
+  description: One row per host and power state (on, asleep, off, unknown) with value 1 for the observed state, for textfile_metrics.
+  returned: success
+  type: list
+  elements: dict
+table:
+  description: RV(rows) as a fixed-width text table.
+  returned: success
+  type: str
+"""
+
+from datetime import date as dt_date
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.gear import GearError
+from ansible.module_utils.fleetnap.gearshift import (
+    ShiftError, plan_shift, power_state_rows, read_expected, table, target_groups,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            hosts=dict(type="dict", required=True),
+            replicas=dict(type="int", default=3),
+            gmin=dict(type="int", default=1),
+            gear=dict(type="int"),
+            groups_on=dict(type="list", elements="int"),
+            date=dict(type="str"),
+            state_file=dict(type="path"),
+        ),
+        mutually_exclusive=[("gear", "groups_on")],
+        required_one_of=[("gear", "groups_on")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        day = None
+        if p["date"]:
+            try:
+                day = dt_date.fromisoformat(p["date"])
+            except ValueError:
+                raise ShiftError("date %r is not YYYY-MM-DD" % p["date"])
+        gear, on, _off = target_groups(p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day)
+        expected = read_expected(p["state_file"])
+        out = plan_shift(p["hosts"], p["replicas"], gear, on, expected)
+    except (ShiftError, GearError) as e:
+        module.fail_json(msg=str(e))
+    out["table"] = table(out["rows"])
+    out["power_rows"] = power_state_rows(out["rows"])
+    out["date"] = (day or dt_date.today()).isoformat()
+    module.exit_json(changed=False, **out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rolling gear shifts: what each host must do to reach a gear, and when a shift must refuse.
+
+Sierra (Thereska et al., EuroSys 2011, sections 3.4 and 3.7) powers the first r-g of its r gear
+groups down in gear g and, when a server of a group that stays active fails in a low gear, wakes
+its peers instead of going lower. This module turns that into a per-host decision from what was
+*observed* on every host just before acting, so a shift that was interrupted halfway converges
+when it is run again: a host already in its target state gets no action.
+
+Observed power states (``observed_state``):
+
+- ``on``: the host's service (SSH) answers;
+- ``asleep``: it does not answer but its BMC reports chassis power on (S3, or hung);
+- ``off``: its BMC reports chassis power off;
+- ``unknown``: it does not answer and there is no BMC answer to tell.
+
+Health gate (``plan_shift``): a host that answered at the end of the last shift (the state
+file's ``hosts.NAME.state``; every host when there is no state file), that belongs to a group which must be on after the shift,
+and that does not answer is *unhealthy*. If the shift would power anything down while a host is
+unhealthy, the shift is refused: the target becomes gear r (every group on), the sleeping hosts
+are woken and nothing goes down. Unhealthy hosts themselves are never acted on, only reported.
+
+Pure standard library (runs inside a module on the controller, and in plain pytest).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+from datetime import date as dt_date
+
+from ansible.module_utils.fleetnap.gear import GearError, groups_for
+
+POWER_STATES = ("on", "asleep", "off", "unknown")
+DOWN_METHODS = ("suspend", "soft", "off")
+UP_METHODS = ("wol", "ipmi")
+
+
+class ShiftError(ValueError):
+    """Input a gear shift cannot be planned from (the message names the host or value)."""
+
+
+def observed_state(ssh_answering, bmc_power=None):
+    """Power state from the SSH probe and, when SSH is silent, the BMC's chassis power."""
+    if ssh_answering:
+        return "on"
+    if bmc_power == "off":
+        return "off"
+    if bmc_power == "on":
+        return "asleep"
+    return "unknown"
+
+
+def target_groups(replicas, gmin, gear=None, groups_on=None, day=None):
+    """(gear, groups_on, groups_off): from ``gear`` and the rotation of ``day``, or given groups."""
+    if (gear is None) == (groups_on is None):
+        raise ShiftError("give exactly one of gear (a number) or groups_on (from gear_plan's 'now')")
+    if replicas < 1:
+        raise ShiftError("replicas must be >= 1, got %r" % replicas)
+    if not 1 <= gmin <= replicas:
+        raise ShiftError("gmin must be between 1 and replicas (%d), got %r" % (replicas, gmin))
+    if gear is not None:
+        if not gmin <= gear <= replicas:
+            raise ShiftError("gear %r is outside [gmin %d, replicas %d]: a shift never goes below gmin "
+                             "(every item keeps a powered copy) nor above r" % (gear, gmin, replicas))
+        on, off = groups_for(gear, replicas, day or dt_date.today())
+        return gear, on, off
+    on = sorted(set(int(g) for g in groups_on))
+    bad = [g for g in on if not 1 <= g <= replicas]
+    if bad:
+        raise ShiftError("groups_on %s: gear groups are numbered 1..%d" % (bad, replicas))
+    if len(on) < gmin:
+        raise ShiftError("groups_on %s is gear %d, below gmin %d" % (on, len(on), gmin))
+    return len(on), on, [g for g in range(1, replicas + 1) if g not in on]
+
+
+def _check_hosts(hosts, replicas):
+    if not hosts:
+        raise ShiftError("no hosts to shift: the target pattern matched nothing")
+    seen = set()
+    for name, h in sorted(hosts.items()):
+        try:
+            group = int(h.get("group"))
+        except (TypeError, ValueError):
+            raise ShiftError("host %s: gear group %r is not a number (set fleetnap_gear_group)" % (name, h.get("group")))
+        if not 1 <= group <= replicas:
+            raise ShiftError("host %s: gear group %d is outside 1..%d (fleetnap_gear_group)" % (name, group, replicas))
+        if h.get("state") not in POWER_STATES:
+            raise ShiftError("host %s: observed state %r is not one of %s" % (name, h.get("state"), ", ".join(POWER_STATES)))
+        method = h.get("down_method") or "suspend"
+        if method not in DOWN_METHODS:
+            raise ShiftError("host %s: down method %r is not one of %s (fleetnap_down_method / gear_down_method)"
+                             % (name, method, ", ".join(DOWN_METHODS)))
+        methods = h.get("up_methods") or []
+        bad = [m for m in methods if m not in UP_METHODS]
+        if not methods or bad:
+            raise ShiftError("host %s: wake methods %r must be a non-empty list of %s (fleetnap_power_methods)"
+                             % (name, methods, ", ".join(UP_METHODS)))
+        seen.add(group)
+    empty = [g for g in range(1, replicas + 1) if g not in seen]
+    if empty:
+        raise ShiftError("gear group(s) %s have no host: every group 1..%d needs hosts, or a gear would "
+                         "power nothing (check fleetnap_gear_group and the target pattern)" % (empty, replicas))
+
+
+def _rows(hosts, groups_on, expected, unhealthy):
+    rows = []
+    for name in sorted(hosts, key=_natural):
+        h = hosts[name]
+        group = int(h["group"])
+        target = "on" if group in groups_on else "off"
+        state = h["state"]
+        method = ""
+        if name in unhealthy:
+            action = "none"
+        elif target == "on":
+            action = "none" if state == "on" else "up"
+            if action == "up":
+                method = ",".join(h["up_methods"])
+        else:
+            action = "down" if state == "on" else "none"
+            if action == "down":
+                method = h.get("down_method") or "suspend"
+        rows.append({"host": name, "group": group, "rack": h.get("rack") or "", "state": state,
+                     "expected": expected.get(name, "on"), "target": target, "action": action,
+                     "method": method, "unhealthy": name in unhealthy})
+    return rows
+
+
+def _with_state(name, h):
+    """A host entry with ``state``; computed from ``ssh`` (bool) and ``bmc`` (chassis power) when absent."""
+    if not isinstance(h, dict):
+        raise ShiftError("host %s: expected a dict (group, rack, state or ssh/bmc, ...), got %r" % (name, h))
+    if h.get("state") is not None:
+        return h
+    if "ssh" not in h:
+        raise ShiftError("host %s: give state, or ssh (did it answer?) and bmc (chassis power)" % name)
+    out = dict(h)
+    out["state"] = observed_state(bool(h["ssh"]), h.get("bmc"))
+    return out
+
+
+def _natural(name):
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return (head, int(tail) if tail else -1, name)
+
+
+def plan_shift(hosts, replicas, gear, groups_on, expected=None):
+    """Per-host actions to reach ``groups_on``, with Sierra's health gate.
+
+    ``hosts``: name -> {group, rack, state, down_method, up_methods}. ``expected``: name -> the
+    state the last shift left the host in on purpose ("on"/"off"); missing means "on".
+    """
+    hosts = dict((name, _with_state(name, h)) for name, h in (hosts or {}).items())
+    _check_hosts(hosts, replicas)
+    expected = dict(expected or {})
+    groups_on = sorted(int(g) for g in groups_on)
+    unhealthy = sorted((n for n, h in hosts.items()
+                        if int(h["group"]) in groups_on and expected.get(n, "on") == "on" and h["state"] != "on"),
+                       key=_natural)
+    requested = {"gear": gear, "groups_on": groups_on,
+                 "groups_off": [g for g in range(1, replicas + 1) if g not in groups_on]}
+    rows = _rows(hosts, groups_on, expected, set(unhealthy))
+    result, reason = "ok", ""
+    if unhealthy and any(r["action"] == "down" for r in rows):
+        result = "refused"
+        reason = ("host(s) %s of gear group(s) that must stay active do not answer: not going lower; "
+                  "waking every sleeping group instead (gear %d)"
+                  % (", ".join(unhealthy), replicas))
+        groups_on = list(range(1, replicas + 1))
+        gear = replicas
+        rows = _rows(hosts, groups_on, expected, set(unhealthy))
+    elif unhealthy:
+        result = "degraded"
+        reason = "host(s) %s do not answer and are left alone (not woken): look at them" % ", ".join(unhealthy)
+    groups_now = {}
+    for name, h in hosts.items():
+        groups_now.setdefault(int(h["group"]), []).append(h["state"] == "on")
+    current_gear = sum(1 for v in groups_now.values() if all(v))
+    counts = {"up": 0, "down": 0, "none": 0}
+    for r in rows:
+        counts[r["action"]] += 1
+    return {
+        "requested": requested,
+        "gear": gear,
+        "groups_on": groups_on,
+        "groups_off": [g for g in range(1, replicas + 1) if g not in groups_on],
+        "current_gear": current_gear,
+        "direction": "down" if counts["down"] and not counts["up"] else
+                     "up" if counts["up"] and not counts["down"] else
+                     "mixed" if counts["up"] else "none",
+        "result": result,
+        "reason": reason,
+        "unhealthy": unhealthy,
+        "rows": rows,
+        "counts": counts,
+        "up_hosts": [r["host"] for r in rows if r["action"] == "up"],
+        "down_hosts": [r["host"] for r in rows if r["action"] == "down"],
+    }
+
+
+def table(rows):
+    """The plan as a fixed-width text table."""
+    head = ("HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD")
+    lines = [head]
+    for r in rows:
+        action = r["action"] + (" (unhealthy)" if r.get("unhealthy") else "")
+        lines.append((r["host"], str(r["group"]), r["rack"], r["state"], r["expected"], r["target"], action,
+                      r["method"] or "-"))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def power_state_rows(rows):
+    """One row per host and power state, value 1 for the host's state (a Prometheus enum)."""
+    return [{"host": r["host"], "state": st, "value": 1 if r["state"] == st else 0}
+            for r in rows for st in POWER_STATES]
+
+
+def read_expected(path):
+    """name -> "on"/"off": whether each host answered at the end of the previous shift (its state file).
+
+    A host that answered then and is silent now has failed; one that was asleep or off then is
+    asleep on purpose (or after a failed wake, which the next shift simply tries again).
+    {} when there is no state file (every host is expected on).
+    """
+    if not path or not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ShiftError("state file %s is unreadable (%s): fix or remove it; the next shift then "
+                         "expects every host on" % (path, e))
+    hosts = doc.get("hosts") if isinstance(doc, dict) else None
+    if not isinstance(hosts, dict):
+        raise ShiftError("state file %s has no 'hosts' object: fix or remove it" % path)
+    out = {}
+    for name, h in hosts.items():
+        state = h.get("state") if isinstance(h, dict) else None
+        if state in POWER_STATES:
+            out[name] = "on" if state == "on" else "off"
+    return out
+
+
+__all__ = ["GearError", "ShiftError", "POWER_STATES", "DOWN_METHODS", "UP_METHODS", "observed_state",
+           "target_groups", "plan_shift", "table", "read_expected", "power_state_rows"]

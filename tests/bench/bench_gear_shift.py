@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Benchmark (not a test): a gear shift down (3 -> 1, S3) and up (1 -> 3, Wake-on-LAN) on the lab.
+
+For each direction it measures
+  - the playbook's wall time (ansible-playbook gear_shift.yml, lock to record),
+  - the time spent waiting for the guests themselves: the longest per-host wait of the shift
+    (host_wait until silent after the suspend, until the SSH greeting after the magic packet;
+    hosts of a batch wait in parallel), from the shift's own state.json,
+  - a baseline measured in the same run without Ansible: the same hosts suspended over plain SSH
+    (systemd-run ... systemctl suspend) and woken by a magic packet from Python, polled for
+    silence / the SSH greeting in parallel,
+and prints the share of the wall time spent waiting for the guests versus orchestration overhead,
+and the playbook / baseline ratio. Needs the lab running (make lab-up) and root.
+
+    .venv/bin/python tests/bench/bench_gear_shift.py [--repeat 1] [--json artifacts/bench/gear_shift.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+import conftest  # noqa: E402,F401  (makes ansible.module_utils.fleetnap importable)
+from ansible.module_utils.fleetnap.gear import groups_for  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+from labtools import Lab, labctl  # noqa: E402
+
+ALL = ["lab%d" % n for n in range(1, 7)]
+
+
+def playbook(state_dir, gear):
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab"),
+           str(REPO / "playbooks/gear_shift.yml"), "-e", "gear=%d" % gear, "-e", "gear_state_dir=%s" % state_dir,
+           "-e", "gear_down_method=suspend", "-e", json.dumps({"gear_up_methods": ["wol", "ipmi"]})]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=900)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit("gear shift to %d failed:\n%s" % (gear, proc.stdout[-4000:]))
+    st = json.loads((Path(state_dir) / "state.json").read_text())
+    waits = [float(a["wait_s"]) for a in st["actions"]]
+    return {"wall_s": round(wall, 2), "guest_wait_s": round(max(waits), 2) if waits else 0.0,
+            "hosts": len(waits), "shift_duration_s": float(st["duration_s"])}
+
+
+def _parallel(fn, names):
+    out = {}
+
+    def run(n):
+        out[n] = fn(n)
+    threads = [threading.Thread(target=run, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def baseline_down(lab, names):
+    def one(name):
+        # Like the playbook: send the command and watch for silence; the SSH client itself may
+        # hang when the guest sleeps before the session has closed, so it is not waited for.
+        t0 = time.monotonic()
+        client = subprocess.Popen(labctl.ssh_cmd(lab[name], "systemd-run --quiet --collect --on-active=1 "
+                                                 "/usr/bin/systemctl suspend"),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while labctl.ssh_banner(lab[name], timeout=1.0):
+            time.sleep(0.2)
+        took = time.monotonic() - t0
+        client.kill()
+        client.wait()
+        return took
+    t0 = time.monotonic()
+    per = _parallel(one, names)
+    return time.monotonic() - t0, per
+
+
+def baseline_up(lab, names):
+    def one(name):
+        mac = bytes.fromhex(lab[name]["wol_mac"].replace(":", ""))
+        t0 = time.monotonic()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+            for _ in range(3):
+                s.sendto(b"\xff" * 6 + mac * 16, ("127.255.255.255", 9))
+        while not labctl.ssh_banner(lab[name], timeout=1.0):
+            time.sleep(0.2)
+        return time.monotonic() - t0
+    t0 = time.monotonic()
+    per = _parallel(one, names)
+    return time.monotonic() - t0, per
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", default=str(REPO / "artifacts" / "bench" / "gear_shift.json"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("the lab needs root")
+    lab = Lab({})
+    for name in ALL:
+        lab.restore(name)
+    _on, off = groups_for(1, 3, date.today())
+    down_hosts = sorted(n for n in ALL if lab[n]["gear_group"] in off)
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeat):
+            sd = Path(tmp) / ("run%d" % i)
+            down = playbook(sd, 1)
+            up = playbook(sd, 3)
+            b_down, _ = baseline_down(lab, down_hosts)
+            time.sleep(1)
+            b_up, _ = baseline_up(lab, down_hosts)
+            runs.append({"down": dict(down, baseline_s=round(b_down, 2)), "up": dict(up, baseline_s=round(b_up, 2))})
+    for name in ALL:
+        lab.restore(name)
+
+    print("gear shift on the lab: %d hosts, %d go down and come back (S3 + Wake-on-LAN), %d run(s)"
+          % (len(ALL), len(down_hosts), args.repeat))
+    print("%-6s %9s %12s %11s %13s %11s %9s" % ("phase", "wall_s", "guest_wait_s", "guest_share",
+                                               "orchestration", "baseline_s", "ratio"))
+    summary = {}
+    for phase in ("down", "up"):
+        rows = [r[phase] for r in runs]
+        wall = min(r["wall_s"] for r in rows)
+        best = min(rows, key=lambda r: r["wall_s"])
+        base = min(r["baseline_s"] for r in rows)
+        share = best["guest_wait_s"] / best["wall_s"]
+        summary[phase] = {"wall_s": wall, "guest_wait_s": best["guest_wait_s"], "guest_share": round(share, 3),
+                          "orchestration_s": round(wall - best["guest_wait_s"], 2), "baseline_s": base,
+                          "ratio_to_baseline": round(wall / base, 2), "runs": rows}
+        print("%-6s %9.2f %12.2f %10.0f%% %12.2fs %11.2f %8.1fx" % (
+            phase, wall, best["guest_wait_s"], 100 * share, wall - best["guest_wait_s"], base, wall / base))
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"hosts": ALL, "down_hosts": down_hosts, "summary": summary}, indent=2) + "\n")
+    print("written: %s" % out)
+
+
+if __name__ == "__main__":
+    main()

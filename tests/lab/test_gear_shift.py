@@ -1,0 +1,342 @@
+"""playbooks/gear_shift.yml on the lab: real S3, real IPMI, real magic packets, faults injected.
+
+Every test starts and ends with all six guests running (``restore``). Each test has its own state
+directory (state.json, shift.lock, metrics) under tmp_path, so the tests do not depend on each
+other's order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from ansible.module_utils.fleetnap.gear import groups_for
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.lab
+ALL = ["lab%d" % n for n in range(1, 7)]
+
+
+def today_groups(gear):
+    """The groups gear_shift.yml picks for -e gear=N: today's rotation on the controller."""
+    return groups_for(gear, 3, date.today())
+
+
+def hosts_in(lab, groups):
+    return sorted(n for n in ALL if lab[n]["gear_group"] in groups)
+
+
+class CmdlineWatch(threading.Thread):
+    """Scans every process's argv while a shift runs: the BMC password must never be in one."""
+
+    def __init__(self, secret):
+        super().__init__(daemon=True)
+        self.secret = secret.encode()
+        self.stop = threading.Event()
+        self.scans = 0
+        self.hits = []
+
+    def run(self):
+        while not self.stop.is_set():
+            for pid in os.listdir("/proc"):
+                if pid.isdigit():
+                    try:
+                        with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                            if self.secret in fh.read():
+                                self.hits.append(pid)
+                    except OSError:
+                        pass
+            self.scans += 1
+            time.sleep(0.05)
+
+
+def shift(lab, state_dir, *extra, check=False, background=False, timeout=900, inventories=()):
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab")]
+    for inv in inventories:
+        cmd += ["-i", str(inv)]
+    cmd += [str(REPO / "playbooks/gear_shift.yml"), "-e", "gear_state_dir=%s" % state_dir, *extra]
+    if check:
+        cmd.append("--check")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOG_PATH=str(Path(state_dir) / "ansible.log"))
+    if background:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=str(REPO), start_new_session=True)
+    watch = CmdlineWatch(lab.password)
+    watch.start()
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+    finally:
+        watch.stop.set()
+        watch.join()
+    proc.wall_s = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert watch.scans > 3 and not watch.hits, "BMC password in the argv of PIDs %s" % watch.hits
+    assert lab.password not in out, "BMC password in the playbook's output"
+    log = Path(state_dir) / "ansible.log"
+    assert lab.password not in (log.read_text() if log.exists() else "")
+    return proc
+
+
+def state(state_dir):
+    return json.loads((Path(state_dir) / "state.json").read_text())
+
+
+def metrics(state_dir):
+    return (Path(state_dir) / "metrics" / "fleetnap_gear.prom").read_text()
+
+
+def power_of(lab, name):
+    """What the lab says: running / suspended (QMP) or off (BMC)."""
+    return lab.qmp_status(name) if lab.power(name) == "on" else "off"
+
+
+def wol_since(lab, t0, action=None):
+    out = []
+    for e in lab.wol_log():
+        when = datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+        if when >= t0 and (action is None or e["action"] == action):
+            out.append(e)
+    return out
+
+
+def _restore_all(lab):
+    # A suspend a killed shift queued fires one second after its SSH session (systemd-run
+    # --on-active=1): let it happen before looking, so restore does not wait on a guest that
+    # goes to sleep behind its back; then look twice.
+    time.sleep(2)
+    for _ in range(2):
+        for name in ALL:
+            lab.restore(name)
+
+
+@pytest.fixture
+def all_running(lab):
+    _restore_all(lab)
+    yield lab
+    _restore_all(lab)
+
+
+def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path):
+    lab = all_running
+    sd = tmp_path / "gear"
+    on1, off1 = today_groups(1)
+    down = hosts_in(lab, off1)
+    stay = hosts_in(lab, on1)
+    hooks = tmp_path / "hooks.log"
+    for kind in ("drain", "undrain"):
+        (tmp_path / ("%s.yml" % kind)).write_text(
+            "- name: %s hook\n  ansible.builtin.shell: echo \"$(date +%%s.%%N) %s {{ inventory_hostname }}\" >> %s\n"
+            "  delegate_to: localhost\n  changed_when: true\n" % (kind, kind, hooks))
+    hook_args = ["-e", "gear_drain_tasks=%s" % (tmp_path / "drain.yml"),
+                 "-e", "gear_undrain_tasks=%s" % (tmp_path / "undrain.yml")]
+
+    # Check mode: the plan is printed, nothing changes, nothing is written.
+    proc = shift(lab, sd, "-e", "gear=1", *hook_args, check=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "Gear shift plan (check mode: nothing will change)" in proc.stdout
+    for name in down:
+        assert any(line.split()[:1] == ['"%s' % name] and " down " in line and "suspend" in line
+                   for line in proc.stdout.splitlines()), name
+    assert all(power_of(lab, n) == "running" for n in ALL)
+    assert not (sd / "state.json").exists() and not (sd / "shift.lock").exists() and not hooks.exists()
+
+    # 3 -> 1 by S3.
+    proc = shift(lab, sd, "-e", "gear=1", *hook_args)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    st = state(sd)
+    assert st["result"] == "ok" and st["gear"] == 1 and st["target_gear"] == 1 and st["groups_on"] == on1
+    for name in down:
+        assert power_of(lab, name) == "suspended" and st["hosts"][name]["state"] == "asleep"
+    for name in stay:
+        assert power_of(lab, name) == "running" and st["hosts"][name]["state"] == "on"
+    prom = metrics(sd)
+    assert "fleetnap_gear 1" in prom.splitlines() and 'fleetnap_gear_shift_last_result{result="ok"} 1' in prom
+    assert 'fleetnap_host_power_state{host="%s",state="asleep"} 1' % down[0] in prom
+    assert 'fleetnap_host_power_state{host="%s",state="on"} 1' % stay[0] in prom
+    assert not (sd / "shift.lock").exists()
+    drained = [line.split()[2] for line in hooks.read_text().splitlines() if line.split()[1] == "drain"]
+    assert sorted(drained) == down
+
+    # Again: nothing to do (converged, idempotent).
+    proc = shift(lab, sd, "-e", "gear=1")
+    assert proc.returncode == 0 and "up 0, down 0, unchanged 6" in proc.stdout, proc.stdout[-3000:]
+    assert all(power_of(lab, n) == "suspended" for n in down)
+
+    # 1 -> 3 by Wake-on-LAN: the relay saw a magic packet for every sleeping host and woke it.
+    t0 = time.time()
+    proc = shift(lab, sd, "-e", "gear=3", *hook_args)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    st = state(sd)
+    assert st["result"] == "ok" and st["gear"] == 3 and st["target_gear"] == 3
+    assert all(power_of(lab, n) == "running" and st["hosts"][n]["state"] == "on" for n in ALL)
+    woke = wol_since(lab, t0, "woke")
+    assert sorted(e["host"] for e in woke) == down and {e["method"] for e in woke} == {"qmp-system_wakeup"}
+    acts = {a["host"]: a for a in st["actions"]}
+    assert sorted(acts) == down and all(a["ok"] and a["method"] == "wol" for a in acts.values())
+    for name in ALL:   # every host verified, for real
+        assert lab.ssh(name, "systemctl is-system-running || true").stdout.strip() in ("running", "degraded")
+    events = [line.split() for line in hooks.read_text().splitlines()]
+    undrained = [e[2] for e in events if e[1] == "undrain"]
+    assert sorted(undrained) == down
+    lab.record_timing("gear_shift_s3_up_wall_seconds", round(proc.wall_s, 1))
+
+
+def test_ipmi_off_on_cycle_3_1_3(all_running, tmp_path):
+    lab = all_running
+    sd = tmp_path / "gear"
+    on1, off1 = today_groups(1)
+    down = hosts_in(lab, off1)
+    args = ["-e", "gear_down_method=off", "-e", json.dumps({"gear_up_methods": ["ipmi"]})]
+    proc = shift(lab, sd, "-e", "gear=1", *args)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    st = state(sd)
+    assert st["result"] == "ok" and st["gear"] == 1
+    for name in down:
+        assert lab.power(name) == "off" and st["hosts"][name]["state"] == "off"
+    assert all(power_of(lab, n) == "running" for n in hosts_in(lab, on1))
+    t0 = time.time()
+    proc = shift(lab, sd, "-e", "gear=3", *args)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    st = state(sd)
+    assert st["result"] == "ok" and st["gear"] == 3
+    assert all(power_of(lab, n) == "running" for n in ALL)
+    assert all(a["method"] == "ipmi" and a["ok"] for a in st["actions"]) and len(st["actions"]) == len(down)
+    assert wol_since(lab, t0) == []   # IPMI only: no magic packet was sent
+    for name in down:
+        assert lab.ssh(name, "cat /proc/uptime").stdout.split()[0]   # a fresh boot, answering
+    lab.record_timing("gear_shift_ipmi_up_wall_seconds", round(proc.wall_s, 1))
+
+
+def test_lost_magic_packet_then_ipmi_wakes(all_running, tmp_path):
+    """One group powered off; the WoL relay drops every packet for one host: IPMI brings it up."""
+    lab = all_running
+    sd = tmp_path / "gear"
+    on2, off2 = today_groups(2)
+    down = hosts_in(lab, off2)
+    lost = down[0]
+    proc = shift(lab, sd, "-e", "gear=2", "-e", "gear_down_method=off")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert all(lab.power(n) == "off" for n in down)
+    subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "wol-drop", lab[lost]["wol_mac"], "--count", "0"],
+                   check=True, capture_output=True, timeout=60)
+    try:
+        t0 = time.time()
+        proc = shift(lab, sd, "-e", "gear=3", "-e", "gear_wol_timeout_s=45")
+    finally:
+        subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "wol-drop", "--clear"],
+                       check=True, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    st = state(sd)
+    assert st["result"] == "ok" and st["gear"] == 3 and all(power_of(lab, n) == "running" for n in ALL)
+    acts = {a["host"]: a for a in st["actions"]}
+    assert acts[lost]["method"] == "ipmi"
+    assert [(a["method"], a["ok"]) for a in acts[lost]["attempts"]] == [("wol", False), ("ipmi", True)]
+    assert "did not become answering within 45 s" in acts[lost]["attempts"][0]["report"]
+    dropped = wol_since(lab, t0, "dropped-by-fault-injection")
+    assert dropped and {e["host"] for e in dropped} == {lost}
+    for other in down[1:]:
+        assert acts[other]["method"] == "wol"
+
+
+def test_unreachable_bmc_stops_before_anything_goes_down(all_running, tmp_path):
+    lab = all_running
+    sd = tmp_path / "gear"
+    _on1, off1 = today_groups(1)
+    victim = hosts_in(lab, off1)[0]
+    extra = tmp_path / "broken_bmc.yml"
+    extra.write_text("all:\n  hosts:\n    %s:\n      fleetnap_bmc_port: 9699\n" % victim)   # nothing listens there
+    proc = shift(lab, sd, "-e", "gear=1", inventories=[extra])
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "gear shift stopped before powering anything down: the BMC of %s (127.0.0.1:9699" % victim in out
+    assert all(power_of(lab, n) == "running" for n in ALL)   # nothing went down, not even the others
+    st = state(sd)
+    assert st["result"] == "failed" and "BMC check failed" in st["reason"] and victim in st["reason"]
+    assert 'fleetnap_gear_shift_last_result{result="failed"} 1' in metrics(sd)
+    assert not (sd / "shift.lock").exists()
+
+
+def test_dead_host_in_active_group_refuses_and_wakes_peers(all_running, tmp_path):
+    lab = all_running
+    sd = tmp_path / "gear"
+    on2, off2 = today_groups(2)
+    on1, _off1 = today_groups(1)
+    proc = shift(lab, sd, "-e", "gear=2")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    sleeping = hosts_in(lab, off2)
+    assert all(power_of(lab, n) == "suspended" for n in sleeping)
+    victim = hosts_in(lab, on1)[0]
+    subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "kill", victim], check=True,
+                   capture_output=True, timeout=60)
+    lab.wait_for("%s's BMC to report off" % victim, lambda: lab.power(victim) == "off", 60)
+    proc = shift(lab, sd, "-e", "gear=1")
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "gear shift refused" in out and victim in out and "not going lower" in out
+    st = state(sd)
+    assert st["result"] == "refused" and st["unhealthy"] == [victim] and st["target_gear"] == 3
+    assert st["requested_gear"] == 1
+    for name in ALL:   # the sleeping group is awake, nothing went down, the dead host is left alone
+        assert power_of(lab, name) == ("off" if name == victim else "running"), name
+    assert sorted(a["host"] for a in st["actions"]) == sleeping
+    assert 'fleetnap_gear_shift_last_result{result="refused"} 1' in metrics(sd)
+
+
+def test_two_concurrent_shifts_one_refused_by_the_lock(all_running, tmp_path):
+    lab = all_running
+    sd = tmp_path / "gear"
+    first = shift(lab, sd, "-e", "gear=2", background=True)
+    try:
+        lab.wait_for("the first shift's lock", lambda: (sd / "shift.lock").exists(), 60, 0.1)
+        owner = json.loads((sd / "shift.lock").read_text())
+        second = shift(lab, sd, "-e", "gear=1")
+        assert second.returncode != 0
+        assert "another shift holds the lock" in second.stdout and "PID %d" % owner["pid"] in second.stdout
+        assert json.loads((sd / "shift.lock").read_text()) == owner   # untouched
+        out, _ = first.communicate(timeout=600)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGTERM)
+            first.wait(60)
+    assert first.returncode == 0, out[-3000:]
+    assert state(sd)["gear"] == 2 and not (sd / "shift.lock").exists()
+    proc = shift(lab, sd, "-e", "gear=3")
+    assert proc.returncode == 0 and state(sd)["gear"] == 3, proc.stdout[-3000:]
+
+
+def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
+    """The playbook is killed after the first host went down; the rerun takes the stale lock and finishes."""
+    lab = all_running
+    sd = tmp_path / "gear"
+    _on1, off1 = today_groups(1)
+    down = hosts_in(lab, off1)
+    first = shift(lab, sd, "-e", "gear=1", "-e", "gear_batch_size=1", background=True)
+    try:
+        lab.wait_for("the first host to go down", lambda: any(lab.ssh_down(n) for n in down), 180, 0.2)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(60)
+    assert (sd / "shift.lock").exists()
+    left = [n for n in down if not lab.ssh_down(n)]
+    assert left, "the shift finished before it could be interrupted"
+    proc = shift(lab, sd, "-e", "gear=1")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "no longer running" in proc.stdout + proc.stderr   # the stale lock was taken over
+    st = state(sd)
+    assert st["result"] == "ok" and st["gear"] == 1
+    acted = {a["host"] for a in st["actions"]}
+    assert acted and acted <= set(down)
+    assert all(power_of(lab, n) == "suspended" for n in down)
+    proc = shift(lab, sd, "-e", "gear=3")
+    assert proc.returncode == 0, proc.stdout[-3000:]

@@ -1,0 +1,339 @@
+"""module_utils/fleetnap/gearshift.py: per-host actions, the health gate, convergence, the lock module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from datetime import date
+
+import pytest
+
+from ansible.module_utils.fleetnap import gearshift as gs
+from ansible.module_utils.fleetnap.gear import groups_for
+
+# The lab's layout: labN in group (N-1) % 3 + 1, racks of consecutive pairs.
+LAB = {"lab%d" % n: {"group": (n - 1) % 3 + 1, "rack": "rack%d" % ((n + 1) // 2)} for n in range(1, 7)}
+DAY = date(2026, 11, 21)   # ordinal % 3 decides the rotation
+
+
+def fleet(states=None, down_method="suspend", up_methods=("wol", "ipmi")):
+    states = states or {}
+    return {n: dict(h, state=states.get(n, "on"), down_method=down_method, up_methods=list(up_methods))
+            for n, h in LAB.items()}
+
+
+def actions(plan):
+    return {r["host"]: r["action"] for r in plan["rows"]}
+
+
+def test_observed_state_from_ssh_and_bmc():
+    assert gs.observed_state(True, "off") == "on"      # SSH wins: the BMC may lag
+    assert gs.observed_state(False, "on") == "asleep"
+    assert gs.observed_state(False, "off") == "off"
+    assert gs.observed_state(False, None) == "unknown"
+
+
+def test_target_groups_follow_the_daily_rotation():
+    for gear in (1, 2, 3):
+        g, on, off = gs.target_groups(3, 1, gear=gear, day=DAY)
+        assert (g, (on, off)) == (gear, groups_for(gear, 3, DAY))
+        assert len(on) == gear and sorted(on + off) == [1, 2, 3]
+    # three consecutive days put three different groups alone in gear 1
+    alone = {tuple(gs.target_groups(3, 1, gear=1, day=date(2026, 11, d))[1]) for d in (20, 21, 22)}
+    assert alone == {(1,), (2,), (3,)}
+    assert gs.target_groups(3, 1, groups_on=[3, 1, 3]) == (2, [1, 3], [2])
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(gear=0), "outside [gmin 1, replicas 3]"),
+    (dict(gear=4), "outside [gmin 1, replicas 3]"),
+    (dict(gear=1, gmin=2), "outside [gmin 2"),
+    (dict(groups_on=[4]), "numbered 1..3"),
+    (dict(groups_on=[2], gmin=2), "below gmin 2"),
+    (dict(), "exactly one of gear"),
+    (dict(gear=1, groups_on=[1]), "exactly one of gear"),
+])
+def test_target_groups_rejects_bad_input(kw, msg):
+    gmin = kw.pop("gmin", 1)
+    with pytest.raises(gs.ShiftError, match=msg.replace("[", r"\[")):
+        gs.target_groups(3, gmin, **kw)
+
+
+def test_down_shift_3_to_1_puts_two_groups_down_and_leaves_racks_lit():
+    g, on, off = gs.target_groups(3, 1, gear=1, day=DAY)
+    plan = gs.plan_shift(fleet(), 3, g, on)
+    acts = actions(plan)
+    assert plan["result"] == "ok" and plan["direction"] == "down" and plan["current_gear"] == 3
+    assert sorted(plan["down_hosts"]) == sorted(n for n, h in LAB.items() if h["group"] in off)
+    assert plan["up_hosts"] == [] and plan["counts"] == {"up": 0, "down": 4, "none": 2}
+    assert all(acts[n] == "none" for n, h in LAB.items() if h["group"] in on)
+    assert all(r["method"] == "suspend" for r in plan["rows"] if r["action"] == "down")
+
+
+def test_up_shift_wakes_only_sleeping_hosts_and_lists_methods_in_order():
+    g, on, off = gs.target_groups(3, 1, gear=1, day=DAY)
+    asleep = {n: "asleep" for n, h in LAB.items() if h["group"] in off}
+    expected = dict.fromkeys(asleep, "off")
+    plan = gs.plan_shift(fleet(asleep), 3, 3, [1, 2, 3], expected)
+    assert plan["result"] == "ok" and plan["direction"] == "up" and plan["current_gear"] == 1
+    assert sorted(plan["up_hosts"]) == sorted(asleep) and plan["down_hosts"] == []
+    assert {r["method"] for r in plan["rows"] if r["action"] == "up"} == {"wol,ipmi"}
+
+
+def test_interrupted_shift_converges_from_what_is_observed():
+    """Half of a 3 -> 1 shift was done: only the rest is planned; after it nothing is left."""
+    g, on, off = gs.target_groups(3, 1, gear=1, day=DAY)
+    going = sorted(n for n, h in LAB.items() if h["group"] in off)
+    half = {going[0]: "asleep", going[1]: "off"}
+    plan = gs.plan_shift(fleet(half), 3, g, on)
+    assert plan["down_hosts"] == going[2:] and plan["up_hosts"] == []
+    done = gs.plan_shift(fleet(dict.fromkeys(going, "asleep")), 3, g, on, dict.fromkeys(going, "off"))
+    assert done["counts"]["none"] == 6 and done["direction"] == "none" and done["current_gear"] == 1
+
+
+def test_health_gate_refuses_and_wakes_the_sleeping_groups():
+    """Gear 2 -> 1 with a dead host in the group that stays on: wake everything, power nothing down."""
+    _g2, on2, off2 = gs.target_groups(3, 1, gear=2, day=DAY)
+    _g1, on1, off1 = gs.target_groups(3, 1, gear=1, day=DAY)
+    sleeping = [n for n, h in LAB.items() if h["group"] in off2]
+    dead = sorted(n for n, h in LAB.items() if h["group"] in on1)[0]
+    states = dict.fromkeys(sleeping, "asleep")
+    states[dead] = "off"
+    expected = dict.fromkeys(sleeping, "off")
+    plan = gs.plan_shift(fleet(states), 3, 1, on1, expected)
+    assert plan["result"] == "refused" and plan["unhealthy"] == [dead]
+    assert plan["gear"] == 3 and plan["groups_on"] == [1, 2, 3] and plan["requested"]["gear"] == 1
+    assert plan["down_hosts"] == [] and sorted(plan["up_hosts"]) == sorted(sleeping)
+    assert actions(plan)[dead] == "none" and dead in plan["reason"] and "gear 3" in plan["reason"]
+    assert "(unhealthy)" in gs.table(plan["rows"])
+
+
+def test_a_host_asleep_on_purpose_is_not_unhealthy():
+    """Expected off (the last shift put it down): in a group now wanted on, it is woken, not refused."""
+    _g, on, off = gs.target_groups(3, 1, gear=2, day=DAY)
+    host = sorted(n for n, h in LAB.items() if h["group"] in on)[0]
+    other = sorted(n for n, h in LAB.items() if h["group"] in off)[0]
+    plan = gs.plan_shift(fleet({host: "asleep"}), 3, 2, on, {host: "off"})
+    assert plan["result"] == "ok" and plan["up_hosts"] == [host] and plan["down_hosts"] == sorted(
+        n for n, h in LAB.items() if h["group"] in off)
+    assert plan["direction"] == "mixed" and other in plan["down_hosts"]
+
+
+def test_unhealthy_host_without_down_actions_is_degraded_and_left_alone():
+    plan = gs.plan_shift(fleet({"lab1": "unknown"}), 3, 3, [1, 2, 3])
+    assert plan["result"] == "degraded" and plan["unhealthy"] == ["lab1"] and plan["up_hosts"] == []
+
+
+def test_state_from_ssh_and_bmc_fields():
+    hosts = {n: dict(h, ssh=n != "lab2", bmc="off" if n == "lab2" else "on", up_methods=["wol"])
+             for n, h in LAB.items()}
+    plan = gs.plan_shift(hosts, 3, 3, [1, 2, 3], {"lab2": "off"})
+    assert {r["host"]: r["state"] for r in plan["rows"]}["lab2"] == "off" and plan["up_hosts"] == ["lab2"]
+
+
+@pytest.mark.parametrize("mutate, msg", [
+    (lambda h: h["lab1"].update(group=4), "host lab1: gear group 4 is outside 1..3"),
+    (lambda h: h["lab1"].update(group="x"), "host lab1: gear group 'x' is not a number"),
+    (lambda h: h["lab2"].update(state="sleeping"), "host lab2: observed state 'sleeping'"),
+    (lambda h: h["lab3"].update(down_method="halt"), "host lab3: down method 'halt'"),
+    (lambda h: h["lab4"].update(up_methods=["pxe"]), "host lab4: wake methods"),
+    (lambda h: h["lab5"].update(up_methods=[]), "host lab5: wake methods"),
+    (lambda h: [h.pop(n) for n in ("lab3", "lab6")], r"gear group\(s\) \[3\] have no host"),
+    (lambda h: h["lab1"].pop("state"), "host lab1: give state, or ssh"),
+])
+def test_bad_hosts_are_rejected_with_the_host_named(mutate, msg):
+    hosts = fleet()
+    mutate(hosts)
+    with pytest.raises(gs.ShiftError, match=msg):
+        gs.plan_shift(hosts, 3, 1, [1])
+
+
+def test_table_and_power_rows():
+    plan = gs.plan_shift(fleet({"lab2": "asleep"}), 3, 3, [1, 2, 3], {"lab2": "off"})
+    lines = gs.table(plan["rows"]).splitlines()
+    assert lines[0].split() == ["HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD"]
+    assert [ln.split()[0] for ln in lines[1:]] == ["lab%d" % n for n in range(1, 7)]
+    assert lines[2].split() == ["lab2", "2", "rack1", "asleep", "off", "on", "up", "wol,ipmi"]
+    rows = gs.power_state_rows(plan["rows"])
+    assert len(rows) == 6 * 4 and sum(r["value"] for r in rows) == 6
+    assert {r["state"] for r in rows if r["host"] == "lab2" and r["value"]} == {"asleep"}
+
+
+def test_read_expected(tmp_path):
+    assert gs.read_expected(str(tmp_path / "missing.json")) == {}
+    good = tmp_path / "state.json"
+    good.write_text(json.dumps({"hosts": {"lab1": {"state": "asleep"}, "lab2": {"state": "on"}, "lab3": {},
+                                          "lab4": {"state": "off"}, "lab5": {"state": "unknown"}}}))
+    assert gs.read_expected(str(good)) == {"lab1": "off", "lab2": "on", "lab4": "off", "lab5": "off"}
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(gs.ShiftError, match="bad.json is unreadable"):
+        gs.read_expected(str(bad))
+    bad.write_text("[]")
+    with pytest.raises(gs.ShiftError, match="no 'hosts' object"):
+        gs.read_expected(str(bad))
+
+
+# --- the modules through Ansible -----------------------------------------------------------------
+
+def test_gear_shift_plan_module(module_runner, tmp_path):
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"hosts": {"lab2": {"state": "asleep"}, "lab5": {"state": "off"}}}))
+    hosts = fleet({"lab2": "asleep", "lab5": "off"})
+    res = module_runner("gear_shift_plan", {"hosts": hosts, "gear": 3, "state_file": str(state)}, check=True)
+    assert not res.failed and not res.changed, res
+    assert res["up_hosts"] == ["lab2", "lab5"] and res["result"] == "ok" and "lab5" in res["table"]
+    assert len(res["power_rows"]) == 24
+    res = module_runner("gear_shift_plan", {"hosts": hosts, "gear": 0})
+    assert res.failed and "outside [gmin 1, replicas 3]" in res["msg"]
+    res = module_runner("gear_shift_plan", {"hosts": hosts, "gear": 1, "date": "21/11/2026"})
+    assert res.failed and "not YYYY-MM-DD" in res["msg"]
+
+
+
+def test_shift_lock_module(module_runner, tmp_path):
+    lock = tmp_path / "gear" / "shift.lock"
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        res = module_runner("shift_lock", {"path": str(lock), "pid": holder.pid, "purpose": "test"}, check=True)
+        assert not res.failed and res.changed and not lock.exists(), res
+        res = module_runner("shift_lock", {"path": str(lock), "pid": holder.pid, "purpose": "test"})
+        assert not res.failed and res.changed and res["held"], res
+        doc = json.loads(lock.read_text())
+        assert doc["pid"] == holder.pid and doc["cmdline"][0] == "sleep" and doc["purpose"] == "test"
+        assert oct(lock.stat().st_mode & 0o777) == "0o644"
+        # same owner again: nothing to do
+        res = module_runner("shift_lock", {"path": str(lock), "pid": holder.pid})
+        assert not res.failed and not res.changed
+        # another live owner is refused, and the lock is untouched
+        res = module_runner("shift_lock", {"path": str(lock), "pid": os.getpid()})
+        assert res.failed and "another shift holds the lock" in res["msg"] and "PID %d" % holder.pid in res["msg"]
+        assert json.loads(lock.read_text()) == doc
+        res = module_runner("shift_lock", {"path": str(lock), "pid": os.getpid(), "state": "absent"})
+        assert res.failed and "belongs to another live process" in res["msg"] and lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the owner died: the stale lock is taken over with a warning
+    res = module_runner("shift_lock", {"path": str(lock), "pid": os.getpid()})
+    assert not res.failed and res["took_over"]["pid"] == holder.pid, res
+    assert any("no longer running" in w for w in res.get("warnings", []))
+    assert json.loads(lock.read_text())["pid"] == os.getpid()
+    res = module_runner("shift_lock", {"path": str(lock), "pid": os.getpid(), "state": "absent"})
+    assert not res.failed and res.changed and not lock.exists()
+    res = module_runner("shift_lock", {"path": str(lock), "pid": os.getpid(), "state": "absent"})
+    assert not res.failed and not res.changed
+
+
+def test_shift_lock_without_a_playbook_owner(module_runner, tmp_path):
+    res = module_runner("shift_lock", {"path": str(tmp_path / "l")})
+    assert res.failed and "no ansible-playbook process above this module" in res["msg"]
+    assert not (tmp_path / "l").exists()
+    res = module_runner("shift_lock", {"path": str(tmp_path / "l"), "pid": 2 ** 22 + 7})
+    assert res.failed and "is not a running process" in res["msg"]
+
+
+# --- playbooks/gear_schedule.yml on the controller (no lab) ------------------------------------
+
+WEEK_BLOCKS = [(600, 20, 30, 2), (900, 100, 80, 10), (1000, 200, 150, 20), (700, 50, 40, 5)]
+SCHED_CAPS = ["-e", "gear_servers=30", "-e", "gear_server_read_iops=100", "-e", "gear_server_write_iops=50",
+              "-e", "gear_server_read_mbps=10", "-e", "gear_server_write_mbps=5"]
+
+
+def _week_csv(path):
+    """Six-hour blocks of load L = 7.2, 15, 27, 10 servers (N=30, r=3: gears 1, 2, 3, 1)."""
+    from datetime import datetime, timedelta, timezone
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    lines = ["timestamp,read_iops,write_iops,read_mbps,write_mbps"]
+    for day in range(3):
+        for hour in range(24):
+            t = start + timedelta(days=day, hours=hour, minutes=30)
+            lines.append(",".join([t.strftime("%Y-%m-%dT%H:%M:%SZ")] + ["%.3f" % v for v in WEEK_BLOCKS[hour // 6]]))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _schedule(tmp_path, *extra):
+    from conftest import REPO, VENV_BIN
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(REPO / "playbooks/gear_schedule.yml"),
+           "-e", "gear_load_csv=%s" % _week_csv(tmp_path / "load.csv"), *SCHED_CAPS,
+           "-e", "gear_schedule_unit_dir=%s" % (tmp_path / "units"), "-e", "gear_schedule_date=2030-06-15", *extra]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+
+
+def test_gear_schedule_dry_run_install_and_replace(tmp_path):
+    units = tmp_path / "units"
+    proc = _schedule(tmp_path, "-e", "gear_schedule_dry_run=true")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "Changes: 0h -> gear 1, 6h -> gear 2, 12h -> gear 3, 18h -> gear 1" in proc.stdout
+    assert "OnCalendar=2030-06-15 12:00:00 UTC" in proc.stdout and not units.exists()
+
+    units.mkdir()
+    old = units / "fleetnap-gear-20200101-05.timer"          # a past day: removed
+    gone = units / "fleetnap-gear-20300615-03.service"       # same day, no longer a change: removed
+    other = units / "unrelated.timer"                        # not ours: kept
+    for p in (old, gone, other):
+        p.write_text("[Timer]\n")
+    proc = _schedule(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    names = sorted(p.name for p in units.iterdir())
+    assert names == sorted(["fleetnap-gear-20300615-%s.%s" % (h, k) for h in ("00", "06", "12", "18")
+                            for k in ("service", "timer")] + ["unrelated.timer"])
+    timer = (units / "fleetnap-gear-20300615-12.timer").read_text()
+    assert "OnCalendar=2030-06-15 12:00:00 UTC" in timer and "Unit=fleetnap-gear-20300615-12.service" in timer
+    service = (units / "fleetnap-gear-20300615-12.service").read_text()
+    assert "gear_shift.yml -e gear=3 -e gear_date=2030-06-15" in service and "Type=oneshot" in service
+    verify = subprocess.run(["systemd-analyze", "verify", str(units / "fleetnap-gear-20300615-12.timer")],
+                            capture_output=True, text=True, cwd=str(units))
+    assert verify.returncode == 0, verify.stderr
+    # a second run changes nothing
+    proc = _schedule(tmp_path)
+    assert proc.returncode == 0 and "changed=0" in proc.stdout.split("PLAY RECAP")[1].splitlines()[1], proc.stdout[-2000:]
+
+
+def test_gear_schedule_cron_lines_and_bad_input(tmp_path):
+    proc = _schedule(tmp_path, "-e", "gear_schedule_mode=cron")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    lines = [ln.strip().strip('",') for ln in proc.stdout.splitlines() if ln.strip().startswith('"0 ')]
+    assert [ln.split()[:5] for ln in lines] == [["0", h, "15", "6", "*"] for h in ("0", "6", "12", "18")]
+    assert lines[2].endswith("-e gear_date=2030-06-15 -e gear=3") and not (tmp_path / "units").exists()
+    proc = _schedule(tmp_path, "-e", "gear_schedule_mode=anacron")
+    assert proc.returncode != 0 and "gear_schedule_mode is systemd or cron (anacron)" in proc.stdout
+    assert not (tmp_path / "units").exists()
+
+
+def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
+    """Through ansible-playbook: the owner is the main process (not a forked worker that ends with its task)."""
+    from conftest import REPO, VENV_BIN
+    lock = tmp_path / "shift.lock"
+    play = tmp_path / "hold.yml"
+    play.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - shift_lock: {path: %s}\n"
+        "    - ansible.builtin.wait_for: {path: %s}\n"
+        "    - shift_lock: {path: %s, state: absent}\n" % (lock, tmp_path / "go", lock))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-e",
+           "ansible_python_interpreter=/usr/bin/python3", str(play)]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=str(REPO))
+    try:
+        for _ in range(300):
+            if lock.exists() and lock.read_text().strip().endswith("}"):
+                break
+            time.sleep(0.1)
+        owner = json.loads(lock.read_text())
+        assert owner["pid"] == first.pid, (owner, first.pid)
+        second = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=120)
+        assert second.returncode != 0 and "another shift holds the lock" in second.stdout
+        assert "PID %d" % first.pid in second.stdout and json.loads(lock.read_text()) == owner
+        (tmp_path / "go").write_text("")
+        out, _ = first.communicate(timeout=120)
+        assert first.returncode == 0, out[-2000:]
+        assert not lock.exists()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
