@@ -13,7 +13,9 @@ description:
   - Merges O(data) into the host's local facts file C(/etc/ansible/facts.d/fleetnap.fact)
     (JSON), which Ansible's fact gathering exposes as C(ansible_facts['ansible_local']['fleetnap'])
     and the C(latency_profile) role reads (C(wake_latency_us), C(resume)).
-  - Top-level keys in O(data) replace the stored ones; other stored keys are kept.
+  - Top-level keys in O(data) replace the stored ones; other stored keys are kept. With
+    O(recursive=true) a dict value is merged into the stored dict of the same key instead, so a
+    measurement of some C-states keeps the stored values of the others.
 version_added: "0.1.0"
 author: fleetnap contributors
 options:
@@ -21,6 +23,10 @@ options:
     description: Keys to store, for example C(resume) or C(wake_latency_us).
     type: dict
     required: true
+  recursive:
+    description: Merge dict values one level deep instead of replacing them.
+    type: bool
+    default: false
   path:
     description: The facts file.
     type: path
@@ -60,6 +66,7 @@ def main():
         argument_spec=dict(
             data=dict(type="dict", required=True),
             path=dict(type="path", default="/etc/ansible/facts.d/fleetnap.fact"),
+            recursive=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -74,7 +81,12 @@ def main():
         if not isinstance(current, dict):
             module.fail_json(msg="%s does not hold a JSON object; move it aside" % path)
     new = dict(current)
-    new.update(module.params["data"])
+    for key, value in module.params["data"].items():
+        if module.params["recursive"] and isinstance(value, dict) and isinstance(current.get(key), dict):
+            merged = dict(current[key])
+            merged.update(value)
+            value = merged
+        new[key] = value
     changed = new != current
     if changed and not module.check_mode:
         write_file_atomic(HostFS("/"), path, json.dumps(new, indent=1, sort_keys=True) + "\n", 0o644, module)

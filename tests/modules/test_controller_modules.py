@@ -80,6 +80,9 @@ def test_fleetnap_fact_merges(tmp_path, module_runner):
     assert json.loads(path.read_text()) == {"wake_latency_us": {"C1": 19.3},
                                             "resume": {"kernel_ms": 120.5, "end_to_end_ms": 2300}}
     assert not module_runner("fleetnap_fact", args).changed
+    res = module_runner("fleetnap_fact", {"path": str(path), "recursive": True,
+                                          "data": {"wake_latency_us": {"C1E": 21.8}}})
+    assert json.loads(path.read_text())["wake_latency_us"] == {"C1": 19.3, "C1E": 21.8}
     path.write_text("{broken")
     res = module_runner("fleetnap_fact", args)
     assert res.failed and "not valid JSON" in res["msg"] and path.read_text() == "{broken"
