@@ -226,7 +226,6 @@ source:
   sample: dmesg
 """
 
-import errno
 import hashlib
 import os
 import socket
@@ -234,31 +233,9 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
-from ansible.module_utils.fleetnap.dmesg import ParseError, parse, select, kmsg_to_lines
+from ansible.module_utils.fleetnap.dmesg import ParseError, parse, read_kmsg, select
 from ansible.module_utils.fleetnap.recommend import recommend
 from ansible.module_utils.fleetnap.timeline_html import render
-
-
-def read_kmsg(path="/dev/kmsg"):
-    """All records currently in the ring buffer, without blocking."""
-    records = []
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, 8192)
-            except OSError as e:
-                if e.errno == errno.EAGAIN:
-                    break
-                if e.errno == errno.EPIPE:  # overwritten while reading: skip ahead
-                    continue
-                raise
-            if not chunk:
-                break
-            records.append(chunk.decode("utf-8", "replace"))
-    finally:
-        os.close(fd)
-    return kmsg_to_lines(records)
 
 
 def load_log(module):

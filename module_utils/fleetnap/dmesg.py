@@ -78,6 +78,8 @@ In the machine phases the CPU offline/online steps, which are strictly serial, f
 from __future__ import annotations
 
 import bisect
+import errno
+import os
 import re
 
 PHASES = (
@@ -765,3 +767,25 @@ def select(cycles, which="last"):
     if which == "last":
         return [cycles[-1]]
     raise ValueError("cycle must be 'last' or 'all', not %r" % (which,))
+
+
+def read_kmsg(path="/dev/kmsg"):
+    """All records currently in the ring buffer, without blocking."""
+    records = []
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 8192)
+            except OSError as e:
+                if e.errno == errno.EAGAIN:
+                    break
+                if e.errno == errno.EPIPE:  # overwritten while reading: skip ahead
+                    continue
+                raise
+            if not chunk:
+                break
+            records.append(chunk.decode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    return kmsg_to_lines(records)
