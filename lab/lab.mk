@@ -30,7 +30,7 @@ lab-status:
 	$(LABCTL) status
 
 test-lab: setup
-	$(BIN)/pytest -q -p no:cacheprovider -m lab tests/lab
+	$(BIN)/pytest -q -p no:cacheprovider --durations=0 --durations-min=20 -m lab tests/lab
 
 # The latency_profile role converged, checked idempotent and verified on lab guests (molecule's
 # default driver; the lab is kept up for the suites after it).

@@ -86,6 +86,15 @@ options:
     description: Seconds to wait after changing the limits before a run starts.
     type: float
     default: 0.2
+  no_driver:
+    description:
+      - What to do on a host without a cpuidle driver (a QEMU TCG guest, C(cpuidle.off=1), C(idle=poll)).
+        V(fail) fails. V(idle_loop) measures only the idle-loop baseline - cyclictest on an idle CPU that
+        sleeps in the kernel's default idle routine (usually HLT) - reports it as RV(idle_loop), labelled,
+        and measures no C-state (RV(states) and RV(worst_us) stay empty, so nothing reaches the gate).
+    type: str
+    choices: [fail, idle_loop]
+    default: fail
 attributes:
   check_mode:
     support: full
@@ -95,11 +104,12 @@ attributes:
   platform:
     platforms: linux
 notes:
-  - Needs root, a cpuidle driver, and C(cyclictest) (Debian/Ubuntu package C(rt-tests)).
+  - Needs root, a cpuidle driver (or O(no_driver=idle_loop)), and C(cyclictest) (Debian/Ubuntu package C(rt-tests)).
   - Takes about O(loops) x O(interval_us) per state plus a second or so; a lock file
     (C(/run/fleetnap-wake-latency.lock)) keeps two measurements on one host from overlapping.
   - The NIC launch-time method of the thesis (ETF qdisc with offload, phc2sys, SO_TXTIME) needs a
     NIC with launch-time offload; see the M(etf_qdisc) module and the C(ptp_clock) role.
+    RV(nic_method) says whether the host has a candidate NIC (read-only, also in check mode).
 seealso:
   - module: cpuidle_qos
   - module: cpuidle_info
@@ -193,6 +203,33 @@ cyclictest:
   returned: when not check mode
   type: list
   elements: str
+cpuidle_driver:
+  description: The cpuidle driver, or null when the host has none.
+  returned: always
+  type: str
+  sample: intel_idle
+idle_loop:
+  description:
+    - On a host without a cpuidle driver (O(no_driver=idle_loop)), the idle-loop baseline (same keys as a
+      state row, name C(idle-loop), declared_us null); null otherwise. Not a C-state measurement.
+  returned: when not check mode
+  type: dict
+metrics:
+  description:
+    - C(fleetnap_wake_latency_seconds{state,quantile}), C(fleetnap_wake_latency_samples{state}) and
+      C(fleetnap_wake_latency_declared_seconds{state}) for M(textfile_metrics) (base units; quantile 0 is the
+      minimum and 1 the maximum).
+  returned: when not check mode
+  type: list
+  elements: dict
+nic_method:
+  description:
+    - Whether the NIC launch-time method (b) could run on this host - a NIC with a PHC, 2 or more TX
+      queues and a driver with ETF offload (igb on an i210, igc, stmmac, enetc, am65-cpsw) - with the
+      reason. RV(nic_method.nics) lists every NIC with its driver, PHC and TX queues.
+  returned: always
+  type: dict
+  sample: {available: false, candidates: [], reason: "no NIC with ETF launch-time offload ...; NICs with a PHC: lan0 (driver e1000e has no ETF launch-time offload)"}
 expected_seconds:
   description: Expected run time of the whole measurement.
   returned: always
@@ -211,12 +248,34 @@ from ansible.module_utils.fleetnap.cpulist import format_cpulist
 from ansible.module_utils.fleetnap.persist import read_cpu_dma_latency
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch
 from ansible.module_utils.fleetnap.wakeprobe import (
-    ProbeError, cyclictest_argv, declared_vs_measured, histogram, limit_plan, over_baseline, parse_verbose,
-    qos_limits, select_states, summarize,
+    IDLE_LOOP, ProbeError, cyclictest_argv, declared_vs_measured, histogram, launch_time_nics, limit_plan, metrics,
+    over_baseline, parse_verbose, qos_limits, select_states, summarize,
 )
 
 GOVERNOR = CPU_DIR + "/cpuidle/current_governor"
 LOCK = "/run/fleetnap-wake-latency.lock"
+
+
+def read_nics(fs):
+    """Facts about every NIC backed by a device: name, driver, PCI device id, PHC, TX queues."""
+    nics = []
+    for name in fs.listdir("/sys/class/net"):
+        base = "/sys/class/net/%s" % name
+        if not fs.exists(base + "/device"):
+            continue
+        driver_link = fs.path(base + "/device/driver")
+        ptp = fs.listdir(base + "/device/ptp")
+        nics.append({"name": name,
+                     "driver": os.path.basename(os.path.realpath(driver_link)) if os.path.islink(driver_link) else None,
+                     "pci_device": fs.read(base + "/device/device"),
+                     "phc": "/dev/%s" % sorted(ptp)[0] if ptp else None,
+                     "tx_queues": len([q for q in fs.listdir(base + "/queues") if q.startswith("tx-")])})
+    return nics
+
+
+def nic_method(fs):
+    nics = read_nics(fs)
+    return dict(launch_time_nics(nics), nics=nics)
 
 
 def _disable_path(cpu, index):
@@ -279,6 +338,7 @@ def main():
             limit_cpus=dict(type="str", choices=["all", "probe"], default="all"),
             histogram_bin_us=dict(type="float", default=1.0),
             settle_s=dict(type="float", default=0.2),
+            no_driver=dict(type="str", choices=["fail", "idle_loop"], default="fail"),
         ),
         supports_check_mode=True,
     )
@@ -289,6 +349,8 @@ def main():
     except CpuidleError as exc:
         module.fail_json(msg=str(exc))
     names = state_names(model)
+    if not model["driver"] and p["no_driver"] == "idle_loop":
+        idle_loop(module, fs, model)
     if not model["driver"] or not names:
         module.fail_json(msg="this host has no cpuidle driver or no idle states (driver: %s, %s): there are no "
                              "C-states to measure; a guest under QEMU TCG has none - measure on the physical host"
@@ -351,7 +413,8 @@ def main():
                         "(use an interval of at least twice the residency)" % (name, state["residency_us"],
                                                                              p["interval_us"]))
     expected = round(len(wanted) * (p["loops"] * p["interval_us"] / 1e6 + p["settle_s"] + 0.5), 1)
-    result = dict(changed=False, method="cyclictest", cpu=cpu, pm_qos=pm_qos,
+    result = dict(changed=False, method="cyclictest", cpu=cpu, pm_qos=pm_qos, cpuidle_driver=model["driver"],
+                  nic_method=nic_method(fs),
                   governor={"before": governor_before, "during": governor_during},
                   limited_cpus=format_cpulist(limited), expected_seconds=expected)
 
@@ -454,8 +517,70 @@ def main():
         if row["name"] != POLL and row["deeper_entered"]:
             module.warn("CPU %d entered a state deeper than %s %d time(s) while it was disabled"
                         % (cpu, row["name"], row["deeper_entered"]))
-    result.update(states=rows, baseline=baseline, restored=True, cyclictest=argv,
-                  worst_us=dict((r["name"], r["max_us"]) for r in rows), table=declared_vs_measured(rows))
+    result.update(states=rows, baseline=baseline, restored=True, cyclictest=argv, idle_loop=None,
+                  worst_us=dict((r["name"], r["max_us"]) for r in rows), table=declared_vs_measured(rows),
+                  metrics=metrics(rows))
+    module.exit_json(**result)
+
+
+def idle_loop(module, fs, model):
+    """No cpuidle driver: measure the idle-loop baseline only (no sysfs write), clearly labelled."""
+    p = module.params
+    online = [c["cpu"] for c in model["cpus"] if c["online"]]
+    cpu = p["cpu"] if p["cpu"] is not None else (online[-1] if online else None)
+    if cpu not in online:
+        module.fail_json(msg="cpu: CPU %s is not online on this host (online: %s)"
+                         % (cpu, format_cpulist(online) or "none"))
+    if p["states"]:
+        module.fail_json(msg="states: %s requested, but this host has no cpuidle driver (%s is %s): there are no "
+                             "C-states to measure; leave states empty to measure the idle-loop baseline"
+                         % (", ".join(p["states"]), fs.path(CPU_DIR + "/cpuidle/current_driver"),
+                            fs.read(CPU_DIR + "/cpuidle/current_driver") or "missing"))
+    try:
+        cyclictest_argv("cyclictest", cpu, p["interval_us"], p["loops"], p["priority"])
+        histogram([], p["histogram_bin_us"])
+    except ProbeError as exc:
+        module.fail_json(msg=str(exc))
+    pm_qos = {"cpu_resume_latency_us": [c for c in model["cpus"] if c["cpu"] == cpu][0]["pm_qos_resume_latency_us"],
+              "cpu_dma_latency_us": read_cpu_dma_latency(fs)}
+    label = ("no cpuidle driver on this host: the idle-loop baseline only (the kernel's default idle routine, "
+             "usually HLT), not a C-state measurement")
+    result = dict(changed=False, method="cyclictest", cpu=cpu, pm_qos=pm_qos, cpuidle_driver=None,
+                  governor={"before": model["governor"], "during": model["governor"]}, limited_cpus="",
+                  expected_seconds=round(p["loops"] * p["interval_us"] / 1e6 + 0.5, 1), states=[],
+                  nic_method=nic_method(fs))
+    module.warn(label)
+    cyclictest = module.get_bin_path("cyclictest")
+    if not cyclictest:
+        module.fail_json(msg="cyclictest was not found on %s: install the rt-tests package "
+                             "(apt-get install rt-tests / dnf install rt-tests)" % os.uname()[1], **result)
+    if module.check_mode:
+        module.exit_json(**result)
+    timeout_bin = module.get_bin_path("timeout", required=True)
+    lock_fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (IOError, OSError):
+        module.fail_json(msg="another wake-latency measurement holds %s on this host; wait for it to finish"
+                         % LOCK, **result)
+    argv = cyclictest_argv(cyclictest, cpu, p["interval_us"], p["loops"], p["priority"])
+    limit = int(p["loops"] * p["interval_us"] / 1e6 * 3) + 30
+    rc, out, err = module.run_command([timeout_bin, "--kill-after=5", str(limit)] + argv,
+                                      environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="cyclictest failed on CPU %d while measuring the idle loop (rc=%d%s): %s"
+                         % (cpu, rc, ", timed out after %d s" % limit if rc == 124 else "",
+                            (err or out).strip()[-400:]), **result)
+    try:
+        samples = parse_verbose(out)[0]
+    except ProbeError as exc:
+        module.fail_json(msg=str(exc), **result)
+    row = dict(name=IDLE_LOOP, index=None, desc=label, declared_us=None, residency_us=None, qos_limited=None,
+               entered=None, deeper_entered=None, over_baseline=None,
+               histogram=histogram(samples, p["histogram_bin_us"]), **summarize(samples))
+    table = "%s\n%s" % (label, declared_vs_measured([row]))
+    result.update(idle_loop=row, baseline=None, restored=True, cyclictest=argv, worst_us={}, table=table,
+                  metrics=metrics([row]))
     module.exit_json(**result)
 
 

@@ -180,9 +180,86 @@ def declared_vs_measured(rows):
         declared = row.get("declared_us")
         ratio = "-" if not declared else "%.1f" % (row["max_us"] / float(declared))
         share = row.get("over_baseline") or {}
-        lines.append((row["name"], "%s" % declared, "%.1f" % row["max_us"], ratio, "%.1f" % row["median_us"],
+        lines.append((row["name"], "-" if declared is None else "%s" % declared, "%.1f" % row["max_us"], ratio, "%.1f" % row["median_us"],
                       "%.1f" % row["p99_us"], "%.1f" % row["p999_us"], "%d" % row["count"],
                       "-" if "max_us" not in share else "%.1f" % share["max_us"]))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in
                                enumerate(zip(line, widths))) for line in lines)
+
+
+# --- results as Prometheus textfile metrics (rendered by module_utils.fleetnap.prom) ----------------
+
+IDLE_LOOP = "idle-loop"
+QUANTILES = (("0", "min_us"), ("0.5", "median_us"), ("0.99", "p99_us"), ("0.999", "p999_us"), ("1", "max_us"))
+
+
+def metrics(rows):
+    """fleetnap_wake_latency_* metrics for prom.render from measured state rows (base units).
+
+    ``fleetnap_wake_latency_seconds{state, quantile}`` with quantile 0 (min), 0.5, 0.99, 0.999 and
+    1 (max, the figure of merit), ``fleetnap_wake_latency_samples{state}`` (wake-ups measured) and
+    ``fleetnap_wake_latency_declared_seconds{state}`` (the driver's exit latency; not for the
+    idle-loop row of a host without a cpuidle driver, which declares nothing).
+    """
+    latency, samples, declared = [], [], []
+    for row in rows:
+        if "count" not in row:
+            continue
+        for quantile, key in QUANTILES:
+            latency.append({"labels": {"state": row["name"], "quantile": quantile}, "value": row[key] / 1e6})
+        samples.append({"labels": {"state": row["name"]}, "value": row["count"]})
+        if row.get("declared_us") is not None:
+            declared.append({"labels": {"state": row["name"]}, "value": row["declared_us"] / 1e6})
+    out = [
+        {"name": "fleetnap_wake_latency_seconds", "type": "gauge", "samples": latency,
+         "help": "Timer wake-up latency per C-state measured by cyclictest (quantile 0 = min, 1 = max); "
+                 "state idle-loop = a host without a cpuidle driver."},
+        {"name": "fleetnap_wake_latency_samples", "type": "gauge", "samples": samples,
+         "help": "Wake-ups measured per C-state in the last wake-latency measurement."},
+    ]
+    if declared:
+        out.append({"name": "fleetnap_wake_latency_declared_seconds", "type": "gauge", "samples": declared,
+                    "help": "Exit latency the cpuidle driver declares for the state."})
+    return out
+
+
+# --- the NIC launch-time method (b): is there a NIC that can do it? ------------------------------
+
+# Drivers with ETF launch-time offload (tc-etf "offload"; ndo_setup_tc TC_SETUP_QDISC_ETF) in
+# Linux 6.1: igb (only the i210's queues 0 and 1), igc (i225/i226), stmmac (dwmac4/5 with TBS),
+# enetc (NXP), and am65-cpsw (TI). Nothing in sysfs or ethtool reports the capability: the driver
+# list is the pre-check, and etf_qdisc with offload 'on' is the proof (the driver refuses otherwise).
+LAUNCH_TIME_DRIVERS = ("igb", "igc", "stmmac", "enetc", "fsl_enetc", "am65-cpsw-nuss")
+I210_DEVICE_IDS = ("0x1533", "0x1536", "0x1537", "0x1538", "0x157b", "0x157c", "0x15f6")
+
+
+def launch_time_nics(nics):
+    """Method (b) availability from NIC facts.
+
+    ``nics``: [{name, driver, pci_device (e.g. "0x1533") or None, phc ("/dev/ptp0") or None,
+    tx_queues}]. Returns {available, candidates: [names], reason}: candidates have a PHC, at least
+    2 TX queues (mqprio) and a driver with ETF offload (igb only on an i210).
+    """
+    candidates, refused = [], []
+    for nic in sorted(nics, key=lambda n: n["name"]):
+        why = None
+        if not nic.get("phc"):
+            why = "no PTP hardware clock"
+        elif nic.get("driver") not in LAUNCH_TIME_DRIVERS:
+            why = "driver %s has no ETF launch-time offload" % (nic.get("driver") or "none")
+        elif nic["driver"] == "igb" and nic.get("pci_device") not in I210_DEVICE_IDS:
+            why = "igb offloads launch time only on the i210 (device %s)" % nic.get("pci_device")
+        elif (nic.get("tx_queues") or 0) < 2:
+            why = "%d TX queue(s); mqprio + etf needs 2 or more" % (nic.get("tx_queues") or 0)
+        if why:
+            if nic.get("phc"):
+                refused.append("%s (%s)" % (nic["name"], why))
+        else:
+            candidates.append(nic["name"])
+    if candidates:
+        return {"available": True, "candidates": candidates,
+                "reason": "launch-time offload candidates: %s (etf_qdisc offload: 'on' confirms)" % ", ".join(candidates)}
+    return {"available": False, "candidates": [],
+            "reason": "no NIC with ETF launch-time offload (a PHC and igb/i210, igc, stmmac, enetc or am65-cpsw)"
+                      + ("; NICs with a PHC: " + ", ".join(refused) if refused else "; no NIC has a PTP hardware clock")}

@@ -352,3 +352,32 @@ def test_password_never_in_argv(run, sim):
     for res in (on, off, slow):
         assert_no_secret(res)
 
+
+
+def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path):
+    """playbooks/tasks/gear_observe.yml with no fleetnap_bmc_password in the inventory: bmc_power
+    falls back to FLEETNAP_BMC_PASSWORD on the controller (the README's advice), and the
+    password appears nowhere in the output."""
+    from conftest import REPO, VENV_BIN
+    sim.set_power("on")
+    inv = tmp_path / "inv.yml"
+    inv.write_text(
+        "all:\n  hosts:\n    node1:\n      ansible_host: 127.0.0.1\n      ansible_port: %d\n"
+        "      fleetnap_bmc_address: 127.0.0.1\n      fleetnap_bmc_port: %d\n      fleetnap_bmc_user: %s\n"
+        % (free_port(socket.SOCK_STREAM), sim.port, USER))
+    play = tmp_path / "observe.yml"
+    play.write_text(
+        "- hosts: all\n  gather_facts: false\n  vars: {gear_probe_timeout_s: 1, gear_bmc_throttle: 1}\n  tasks:\n"
+        "    - ansible.builtin.include_tasks: %s\n"
+        "    - ansible.builtin.debug: {msg: 'observed=%s'}\n"
+        % (REPO / "playbooks/tasks/gear_observe.yml", "{{ gear_observed | to_json }}"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               FLEETNAP_BMC_PASSWORD=PASSWORD, IPMI_PASSWORD="")
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)],
+                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if "observed=" in ln)
+    import json
+    observed = json.loads(line.split("observed=", 1)[1].rstrip('"').replace('\\"', '"'))
+    assert observed["bmc"] == "on" and observed["bmc_error"] == "" and observed["ssh"] is False
+    assert PASSWORD not in proc.stdout + proc.stderr

@@ -54,9 +54,21 @@ def saved_knobs():
 
 def test_real_measurement_of_every_state_restores_exactly(module_runner, saved_knobs):
     names = state_names()
-    res = module_runner("wake_latency_probe", {"loops": 500, "interval_us": 1000})
+    # no_driver only matters on a host without a cpuidle driver: here every state is measured
+    res = module_runner("wake_latency_probe", {"loops": 500, "interval_us": 1000, "no_driver": "idle_loop"})
     assert not res.failed, res.get("msg")
     assert knobs() == saved_knobs, "sysfs differs after the measurement"
+    assert res["cpuidle_driver"] == (CPU / "cpuidle/current_driver").read_text().strip() and res["idle_loop"] is None
+    # metrics in base units, one max per state, the declared values alongside
+    by_name = dict((m["name"], m["samples"]) for m in res["metrics"])
+    maxima = dict((s["labels"]["state"], s["value"]) for s in by_name["fleetnap_wake_latency_seconds"]
+                  if s["labels"]["quantile"] == "1")
+    assert maxima == dict((r["name"], pytest.approx(r["max_us"] / 1e6)) for r in res["states"])
+    assert sorted(s["value"] for s in by_name["fleetnap_wake_latency_samples"]) == [500] * len(names)
+    # method (b): read from this machine's NICs (none here offloads launch time)
+    nics = [n for n in os.listdir("/sys/class/net") if os.path.exists("/sys/class/net/%s/device" % n)]
+    assert sorted(n["name"] for n in res["nic_method"]["nics"]) == sorted(nics)
+    assert res["nic_method"]["available"] is False and "no NIC with ETF launch-time offload" in res["nic_method"]["reason"]
     assert not res.changed and res["restored"] and res["method"] == "cyclictest"
     assert [s["name"] for s in res["states"]] == names
     assert res["states"][0]["name"] == "POLL" and res["baseline"]["count"] == 500
@@ -193,7 +205,8 @@ def test_playbook_stores_results_and_merges_the_fact_file(tmp_path, saved_knobs,
     results = tmp_path / "results"
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
            "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-e", "fleetnap_results_dir=%s" % results,
-           "-e", "wake_latency_loops=300", str(REPO / "playbooks/measure_wake_latency.yml")]
+           "-e", "wake_latency_loops=300", "-e", "wake_latency_metrics_dir=%s" % (tmp_path / "prom"),
+           str(REPO / "playbooks/measure_wake_latency.yml")]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -206,6 +219,13 @@ def test_playbook_stores_results_and_merges_the_fact_file(tmp_path, saved_knobs,
     for name in state_names():
         assert stored["wake_latency_us"][name] == host["worst_us"][name]
         assert name in proc.stdout  # the declared-vs-measured table is printed
+    prom = (tmp_path / "prom" / "fleetnap_wake_latency.prom").read_text().splitlines()
+    for row in host["states"]:
+        assert 'fleetnap_wake_latency_seconds{quantile="1",state="%s"} %.9g' % (row["name"], row["max_us"] / 1e6) in prom
+        assert 'fleetnap_wake_latency_samples{state="%s"} 300' % row["name"] in prom
+        declared = row["declared_us"] / 1e6
+        assert 'fleetnap_wake_latency_declared_seconds{state="%s"} %s' % (
+            row["name"], "%d" % declared if declared == int(declared) else "%.9g" % declared) in prom
     page = (results / "index.html").read_text()
     HTMLParser().feed(page)
     assert page.count("<svg") == 1 + len(state_names())  # scatter + one histogram per state

@@ -14,9 +14,10 @@ import pytest
 from conftest import materialize
 from ansible.module_utils.fleetnap.cpuidle import read_model
 from ansible.module_utils.fleetnap.sysfs import HostFS
+from ansible.module_utils.fleetnap.prom import render
 from ansible.module_utils.fleetnap.wakeprobe import (
-    ProbeError, cyclictest_argv, declared_vs_measured, histogram, limit_plan, over_baseline, parse_verbose,
-    percentile, qos_limits, select_states, summarize,
+    IDLE_LOOP, ProbeError, cyclictest_argv, declared_vs_measured, histogram, launch_time_nics, limit_plan, metrics,
+    over_baseline, parse_verbose, percentile, qos_limits, select_states, summarize,
 )
 
 CYCLICTEST = shutil.which("cyclictest")
@@ -163,3 +164,50 @@ def test_table_and_baseline():
     assert table[0].split()[:3] == ["state", "declared", "us"]
     assert table[2].split()[:4] == ["C1", "2", "40.0", "20.0"] and table[2].split()[-1] == "27.0"
     assert table[1].split()[3] == "-"
+
+
+def test_metrics_in_base_units_rendered_by_the_one_writer():
+    poll = dict(summarize([10000, 12000, 13000]), name="POLL", declared_us=0)
+    c1e = dict(summarize([20000, 21800] + [15000] * 998), name="C1E", declared_us=10)
+    text = render(metrics([poll, c1e, {"name": "C6", "declared_us": 133}]))  # C6 not measured: no samples
+    lines = text.splitlines()
+    assert 'fleetnap_wake_latency_seconds{quantile="1",state="C1E"} 2.18e-05' in lines
+    assert 'fleetnap_wake_latency_seconds{quantile="0.5",state="C1E"} 1.5e-05' in lines
+    assert 'fleetnap_wake_latency_seconds{quantile="0.999",state="C1E"} 2e-05' in lines
+    assert 'fleetnap_wake_latency_seconds{quantile="0",state="POLL"} 1e-05' in lines
+    assert 'fleetnap_wake_latency_samples{state="C1E"} 1000' in lines
+    assert 'fleetnap_wake_latency_declared_seconds{state="C1E"} 1e-05' in lines
+    assert 'fleetnap_wake_latency_declared_seconds{state="POLL"} 0' in lines
+    assert "C6" not in text
+    assert "# TYPE fleetnap_wake_latency_seconds gauge" in lines and "# HELP fleetnap_wake_latency_samples" in text
+    assert len([l for l in lines if l.startswith("fleetnap_wake_latency_seconds{")]) == 10
+
+
+def test_idle_loop_metrics_and_table_declare_nothing():
+    row = dict(summarize([40000, 440000, 16520000]), name=IDLE_LOOP, declared_us=None, over_baseline=None)
+    text = render(metrics([row]))
+    assert "fleetnap_wake_latency_declared_seconds" not in text
+    assert 'fleetnap_wake_latency_seconds{quantile="1",state="idle-loop"} 0.01652' in text
+    line = declared_vs_measured([row]).splitlines()[1].split()
+    assert line[:4] == ["idle-loop", "-", "16520.0", "-"]
+
+
+def _nic(name, driver, phc="/dev/ptp0", queues=4, device=None):
+    return {"name": name, "driver": driver, "phc": phc, "tx_queues": queues, "pci_device": device}
+
+
+def test_launch_time_nic_detection():
+    lab = launch_time_nics([_nic("lan0", "e1000e", queues=1), _nic("mgmt0", "virtio_net", phc=None)])
+    assert lab["available"] is False and lab["candidates"] == []
+    assert "NICs with a PHC: lan0 (driver e1000e has no ETF launch-time offload)" in lab["reason"]
+    assert "mgmt0" not in lab["reason"]
+    assert "no NIC has a PTP hardware clock" in launch_time_nics([_nic("eth0", "virtio_net", phc=None)])["reason"]
+    assert "no NIC has a PTP hardware clock" in launch_time_nics([])["reason"]
+    # the thesis's i210 (igb, device 0x1533) qualifies; an i350 on igb does not
+    thesis = launch_time_nics([_nic("enp3s0", "igb", device="0x1533"), _nic("enp4s0", "igb", device="0x1521")])
+    assert thesis["available"] and thesis["candidates"] == ["enp3s0"]
+    i350 = launch_time_nics([_nic("enp4s0", "igb", device="0x1521")])
+    assert not i350["available"] and "only on the i210 (device 0x1521)" in i350["reason"]
+    one_queue = launch_time_nics([_nic("eth1", "igc", queues=1)])
+    assert not one_queue["available"] and "1 TX queue(s)" in one_queue["reason"]
+    assert launch_time_nics([_nic("eth1", "igc")])["candidates"] == ["eth1"]
