@@ -6,6 +6,7 @@
 #   make lint       ansible-lint (production profile) + ansible-doc for every module
 #   make bench      benchmarks (ratios against a baseline measured in the same run)
 #   make lab-up | lab-down | lab-status
+#   make collection | ee-context   the fleetnap.power collection, an ansible-builder context
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -26,9 +27,10 @@ DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium rt-te
 .PHONY: help setup deps venv test test-unit lint demo bench
 
 include lab/lab.mk
+include packaging/packaging.mk
 
 help:
-	@sed -n '2,10p' Makefile
+	@sed -n '2,11p' Makefile
 
 setup: deps venv
 
