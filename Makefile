@@ -6,6 +6,7 @@
 #   make lint       ansible-lint (production profile) + ansible-doc for every module
 #   make bench      benchmarks (ratios against a baseline measured in the same run)
 #   make lab-up | lab-down | lab-status
+#   make sim-up | sim-down | sim-status   the 100-host fleet simulator (network namespaces + sshd)
 #   make collection | ee-context   the fleetnap.power collection, an ansible-builder context
 
 SHELL := /bin/bash
@@ -28,14 +29,15 @@ DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium rt-te
 
 include lab/lab.mk
 include packaging/packaging.mk
+include lab/sim.mk
 
 help:
-	@sed -n '2,11p' Makefile
+	@sed -n '2,12p' Makefile
 
 setup: deps venv
 
 deps: $(CACHE)/deb.stamp
-$(CACHE)/deb.stamp: Makefile lab/lab.mk
+$(CACHE)/deb.stamp: Makefile lab/lab.mk lab/sim.mk
 	@mkdir -p $(CACHE)
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -62,7 +64,7 @@ lint: setup
 	  $(BIN)/ansible-doc -M library $$n >/dev/null || { echo "ansible-doc failed for $$n"; exit 1; }; \
 	done; echo "ansible-doc: all modules render"
 
-test: setup lint test-unit
+test: setup lint test-unit test-sim
 	@rc=0; $(MAKE) --no-print-directory test-lab test-molecule || rc=$$?; \
 	$(MAKE) --no-print-directory lab-down; exit $$rc
 
@@ -79,5 +81,8 @@ demo: setup lab-up
 bench: setup
 	$(BIN)/python tests/bench/bench_pm_timeline.py
 	$(BIN)/python tests/bench/bench_gear_plan.py
+	$(MAKE) --no-print-directory sim-up
+	$(BIN)/python tests/bench/bench_apply_profile.py
+	$(MAKE) --no-print-directory sim-down
 	$(MAKE) --no-print-directory lab-up
 	$(BIN)/python tests/bench/bench_gear_shift.py

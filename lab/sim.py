@@ -1,0 +1,739 @@
+#!/usr/bin/python3
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""fleetsim -- a fleet of lightweight simulated hosts on this machine, reached over real SSH.
+
+Each simulated host is one ``sshd`` running inside its own network namespace and its own
+mount namespace, so playbooks run over real SSH against N different machines:
+
+* network: namespace ``fleetnap-<name>-<i>``; a veth pair, the root end ``fn<name><i>``
+  enslaved to the bridge ``fn<name>br`` in the root namespace, the other end ``eth0`` inside.
+  The bridge holds the first address of the subnet (default ``10.251.0.0/16``, so the bridge
+  is 10.251.0.1), host i the (i+1)-th: sim1 = 10.251.0.2, sim300 = 10.251.1.45.
+* machine: host i is the captured machine number (i-1) mod M of ``../shared/data/cpuidle``
+  (M machines, sorted by name, or the list in ``SIM_MACHINES``), so neighbours differ.  Each
+  capture is materialized once into ``<state>/machines/<machine>/cpu`` (``ro|`` files 0444,
+  ``rw|`` files 0644, as sysfs shows them) plus its kernel command line.
+* isolation: ``ip netns exec`` + ``unshare --mount --propagation private`` give sshd a private
+  mount namespace in which a tmpfs holds per-host overlay upper layers:
+  ``/sys/devices/system/cpu`` = overlay(captured machine), ``/sys/power`` = overlay(a copy of
+  this kernel's /sys/power files -- so a simulated ``echo mem > /sys/power/state`` never
+  reaches the real kernel), and ``/etc``, ``/var``, ``/run``, ``/root`` = overlay(the real
+  directory), so whatever fleetnap writes on a host (``/etc/fleetnap``,
+  ``/etc/systemd/system``, ``/etc/ansible/facts.d``, ``/var/lib/fleetnap``, textfile metrics,
+  ...) is private to that host and vanishes with it.  ``/proc/cmdline`` shows the captured
+  machine's command line.  Nothing is written to the real /etc, /var or /sys.
+* sshd: Debian's ``openssh-server`` binary, one per host, ``-D`` (no daemon, its pid is the
+  one recorded), its own ed25519 host key, key-only root login with the simulator's key
+  (``<state>/id_ed25519``), ``MaxStartups``/``MaxSessions`` high enough for Ansible's
+  ControlPersist multiplexing, internal sftp.
+
+Subcommands::
+
+    up [--hosts N]     start hosts 1..N (idempotent: running hosts are kept, extra ones stopped)
+                       and write <inventory>/hosts.yml (group ``sim``)
+    down               stop every process, namespace, veth and the bridge (also after a crash:
+                       everything is found again by name, not only from the state file)
+    status [--json]    host, address, machine, sshd pid, SSH answering
+    reset [HOST...]    restart hosts with pristine captured sysfs and empty /etc, /var layers
+                       (benchmarks use it so every run does the same work)
+    path HOST PATH     print PATH as HOST sees it (read through /proc/<sshd pid>/root)
+
+Options and environment (an option wins): ``--state``/``SIM_STATE`` (lab/sim-state),
+``--inventory``/``SIM_INVENTORY`` (inventories/sim), ``--name``/``SIM_NAME`` (sim, at most 5
+letters/digits: it prefixes the namespaces, interfaces and inventory host names),
+``--subnet``/``SIM_SUBNET`` (10.251.0.0/16), ``--hosts``/``SIM_HOSTS`` (100),
+``SIM_MACHINES`` (comma-separated capture names; default all), ``FLEETNAP_SHARED``
+(../shared).  Root only (namespaces, mounts).  Standard library only (Python 3.11).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LAB_DIR = Path(__file__).resolve().parent
+REPO = LAB_DIR.parent
+SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
+CPUIDLE_DATA = SHARED / "data" / "cpuidle"
+SSHD = "/usr/sbin/sshd"
+CPU_DIR = "/sys/devices/system/cpu"
+POWER_DIR = "/sys/power"
+# Real directories each host sees through its own writable overlay layer.
+OVERLAID = ("/etc", "/var", "/run", "/root")
+READY_TIMEOUT = 60.0
+# The capture format version: bump to re-materialize the machine templates.
+TEMPLATE_VERSION = "1"
+
+
+class SimError(Exception):
+    """A problem the operator can fix; the message says how."""
+
+
+def log(msg: str) -> None:
+    print("[sim] %s" % msg, file=sys.stderr, flush=True)
+
+
+def run(cmd, check=True, **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    proc = subprocess.run(cmd, check=False, **kw)
+    if check and proc.returncode != 0:
+        raise SimError("%s failed (rc=%d): %s" % (" ".join(map(str, cmd)), proc.returncode,
+                                                   (proc.stderr or proc.stdout or "").strip()[-800:]))
+    return proc
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings
+# ---------------------------------------------------------------------------------------------
+
+class Settings:
+    def __init__(self, state=None, inventory=None, name=None, subnet=None):
+        self.state = Path(state or os.environ.get("SIM_STATE") or LAB_DIR / "sim-state").resolve()
+        self.inventory = Path(inventory or os.environ.get("SIM_INVENTORY")
+                              or REPO / "inventories" / "sim").resolve()
+        self.name = name or os.environ.get("SIM_NAME") or "sim"
+        if not re.fullmatch(r"[a-z][a-z0-9]{0,4}", self.name):
+            raise SimError("simulator name %r: use 1-5 lowercase letters/digits, starting with a "
+                           "letter (it prefixes interface names, which the kernel limits to 15 "
+                           "characters)" % self.name)
+        text = subnet or os.environ.get("SIM_SUBNET") or "10.251.0.0/16"
+        try:
+            self.subnet = ipaddress.IPv4Network(text, strict=True)
+        except ValueError as exc:
+            raise SimError("subnet %r is not an IPv4 network (%s); e.g. 10.251.0.0/16" % (text, exc))
+        if not self.subnet.is_private:
+            raise SimError("subnet %s is not a private network; use one from 10.0.0.0/8, "
+                           "172.16.0.0/12 or 192.168.0.0/16 that this machine does not route" % self.subnet)
+        self.bridge = "fn%sbr" % self.name
+        self.table_path = self.state / "sim.json"
+        self.key = self.state / "id_ed25519"
+
+    def max_hosts(self) -> int:
+        return self.subnet.num_addresses - 3      # network, bridge, broadcast
+
+    def host(self, i: int, machines: list[str]) -> dict:
+        return {
+            "index": i,
+            "name": "%s%d" % (self.name, i),
+            "netns": "fleetnap-%s-%d" % (self.name, i),
+            "veth": "fn%s%d" % (self.name, i),
+            "ip": str(self.subnet.network_address + 1 + i),
+            "machine": machines[(i - 1) % len(machines)],
+            "dir": str(self.state / "hosts" / ("%s%d" % (self.name, i))),
+        }
+
+
+def machine_names() -> list[str]:
+    if not CPUIDLE_DATA.is_dir():
+        raise SimError("no captured machines: %s does not exist (set FLEETNAP_SHARED to the "
+                       "directory holding data/cpuidle)" % CPUIDLE_DATA)
+    available = sorted(p.stem for p in CPUIDLE_DATA.glob("*.txt"))
+    wanted = os.environ.get("SIM_MACHINES", "").strip()
+    if not wanted:
+        return available
+    names = [w.strip() for w in wanted.split(",") if w.strip()]
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise SimError("SIM_MACHINES names unknown captures %s; available: %s"
+                       % (", ".join(unknown), ", ".join(available)))
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# State on disk
+# ---------------------------------------------------------------------------------------------
+
+def need_root_and_tools() -> None:
+    if os.geteuid() != 0:
+        raise SimError("the simulator needs root (network and mount namespaces): run it with sudo")
+    for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("nsenter", "util-linux"),
+                          ("mount", "mount"), ("ssh-keygen", "openssh-client")):
+        if not shutil.which(tool):
+            raise SimError("%s not found: apt-get install %s" % (tool, package))
+    if not os.access(SSHD, os.X_OK):
+        raise SimError("%s not found: apt-get install openssh-server (make setup installs it)" % SSHD)
+
+
+def load_table(cfg: Settings) -> dict:
+    try:
+        return json.loads(cfg.table_path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save_table(cfg: Settings, table: dict) -> None:
+    cfg.state.mkdir(parents=True, exist_ok=True)
+    tmp = cfg.table_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(table, indent=2) + "\n")
+    os.replace(tmp, cfg.table_path)
+
+
+def ensure_key(cfg: Settings) -> Path:
+    if not cfg.key.exists():
+        cfg.state.mkdir(parents=True, exist_ok=True)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "fleetnap-sim", "-f", str(cfg.key)])
+    auth = cfg.state / "authorized_keys"
+    pub = (cfg.state / "id_ed25519.pub").read_text()
+    if not auth.exists() or auth.read_text() != pub:
+        auth.write_text(pub)
+        auth.chmod(0o600)
+    return cfg.key
+
+
+def materialize(machine: str, dest: Path) -> Path:
+    """Captured sysfs of ``machine`` -> ``dest/cpu`` (the /sys/devices/system/cpu tree) and
+    ``dest/cmdline``; written once (a stamp file records the format version)."""
+    stamp = dest / ".complete"
+    if stamp.exists() and stamp.read_text() == TEMPLATE_VERSION:
+        return dest
+    src = CPUIDLE_DATA / ("%s.txt" % machine)
+    tmp = Path(tempfile.mkdtemp(prefix=".%s." % machine, dir=str(dest.parent)))
+    cpu = tmp / "cpu"
+    cmdline = ""
+    for line in src.read_text().splitlines():
+        if line.startswith("# cmdline:"):
+            cmdline = line.split(":", 1)[1].strip()
+            continue
+        if not line or line.startswith("#"):
+            continue
+        mode, path, value = line.split("|", 2)
+        if not path.startswith(CPU_DIR + "/"):
+            raise SimError("%s: %s is outside %s; the simulator only overlays that tree" % (src, path, CPU_DIR))
+        target = cpu / path[len(CPU_DIR) + 1:]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(value + "\n")
+        target.chmod(0o444 if mode == "ro" else 0o644)
+    (tmp / "cmdline").write_text(cmdline + "\n")
+    (tmp / ".complete").write_text(TEMPLATE_VERSION)
+    if dest.exists():
+        shutil.rmtree(dest)
+    os.replace(tmp, dest)
+    return dest
+
+
+def power_template(cfg: Settings) -> Path:
+    """A copy of this kernel's /sys/power files: what every simulated host offers for sleep."""
+    dest = cfg.state / "power"
+    if (dest / ".complete").exists():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(Path(POWER_DIR).iterdir()) if Path(POWER_DIR).is_dir() else []:
+        if not entry.is_file():
+            continue
+        try:
+            value = entry.read_text()
+        except OSError:          # write-only or unreadable attributes (e.g. wakeup_count blocks)
+            continue
+        (dest / entry.name).write_text(value)
+        (dest / entry.name).chmod(entry.stat().st_mode & 0o777)
+    (dest / ".complete").write_text("1")
+    return dest
+
+
+def sshd_config(cfg: Settings, h: dict) -> str:
+    return "\n".join([
+        "# Written by lab/sim.py for %s (%s); regenerated on every up." % (h["name"], h["machine"]),
+        "ListenAddress %s:22" % h["ip"],
+        "HostKey %s/ssh_host_ed25519_key" % h["dir"],
+        "PidFile none",
+        "AuthorizedKeysFile %s" % (cfg.state / "authorized_keys"),
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "StrictModes no",
+        "UseDNS no",
+        "PrintMotd no",
+        "PrintLastLog no",
+        "X11Forwarding no",
+        # Ansible: one multiplexed master per host (ControlPersist), many sessions over it.
+        "MaxStartups 200:30:400",
+        "MaxSessions 200",
+        "LoginGraceTime 60",
+        "LogLevel ERROR",
+        "AcceptEnv LANG LC_*",
+        "Subsystem sftp internal-sftp",
+        "",
+    ])
+
+
+def start_script(cfg: Settings, h: dict) -> str:
+    """Runs inside the host's namespaces: private layers, then exec sshd (its pid is ours)."""
+    m = cfg.state / "machines" / h["machine"]
+    lines = [
+        "#!/bin/sh",
+        "# Written by lab/sim.py for %s: mounts private to this host, then sshd." % h["name"],
+        "set -eu",
+        "L=%s/layers" % h["dir"],
+        "mount -t tmpfs -o mode=0700,size=256m fleetnap-sim-%s \"$L\"" % h["name"],
+    ]
+    layers = [("cpu", str(m / "cpu"), CPU_DIR), ("power", str(cfg.state / "power"), POWER_DIR)]
+    layers += [(d.strip("/"), d, d) for d in OVERLAID if os.path.isdir(d)]
+    for tag, lower, target in layers:
+        lines.append("mkdir \"$L/%s\" \"$L/%s/u\" \"$L/%s/w\"" % (tag, tag, tag))
+        lines.append("mount -t overlay fleetnap-sim -o lowerdir=%s,upperdir=\"$L/%s/u\",workdir=\"$L/%s/w\" %s"
+                     % (lower, tag, tag, target))
+    lines += [
+        "mkdir -p /run/sshd",
+        "mount --bind -o ro %s/cmdline /proc/cmdline" % m,
+        "ip link set lo up",
+        "exec %s -D -e -f %s/sshd_config" % (SSHD, h["dir"]),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes and namespaces
+# ---------------------------------------------------------------------------------------------
+
+def proc_state(pid: int) -> str | None:
+    try:
+        return Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def sshd_alive(h: dict) -> int | None:
+    """The recorded sshd pid if it is alive and still this host's sshd."""
+    pid = h.get("pid")
+    if not pid or proc_state(pid) in (None, "Z"):
+        return None
+    try:
+        cmdline = Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+    # While starting, the pid runs ip netns exec / unshare / start.sh, then execs sshd.
+    return pid if ("%s/sshd_config" % h["dir"] in cmdline or "%s/start.sh" % h["dir"] in cmdline) else None
+
+
+def existing_netns(cfg: Settings) -> list[str]:
+    out = run(["ip", "netns", "list"]).stdout
+    prefix = "fleetnap-%s-" % cfg.name
+    return [line.split()[0] for line in out.splitlines()
+            if line.split() and line.split()[0].startswith(prefix)]
+
+
+def netns_pids(ns: str) -> list[int]:
+    proc = run(["ip", "netns", "pids", ns], check=False)
+    return [int(p) for p in proc.stdout.split() if p.isdigit()]
+
+
+def kill_pids(pids: list[int], timeout: float = 5.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        end = time.monotonic() + (timeout if sig == signal.SIGTERM else 5.0)
+        while time.monotonic() < end:
+            pids = [p for p in pids if proc_state(p) not in (None, "Z")]
+            if not pids:
+                return
+            time.sleep(0.05)
+    if pids:
+        raise SimError("processes %s did not exit after SIGKILL" % pids)
+
+
+def stop_host_processes(h: dict) -> None:
+    """Every process in the host's network namespace (sshd, its sessions, module runs)."""
+    pids = set(netns_pids(h["netns"])) if h.get("netns") else set()
+    if sshd_alive(h):
+        pids.add(h["pid"])
+    kill_pids(sorted(pids))
+    # Reap our own children (a host started by this process).
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def our_veths(cfg: Settings) -> list[str]:
+    names = [line.split(":")[1].strip().split("@")[0]
+             for line in run(["ip", "-o", "link", "show"]).stdout.splitlines()]
+    return [n for n in names if re.fullmatch(r"fn%s\d+" % cfg.name, n)]
+
+
+def batch(cmds: list[str], netns: str | None = None) -> None:
+    if not cmds:
+        return
+    argv = ["ip"] + (["-n", netns] if netns else []) + ["-batch", "-"]
+    run(argv, input="\n".join(cmds) + "\n")
+
+
+def link_exists(name: str) -> bool:
+    return run(["ip", "link", "show", "dev", name], check=False).returncode == 0
+
+
+def setup_network(cfg: Settings, hosts: list[dict]) -> None:
+    prefix = cfg.subnet.prefixlen
+    root = []
+    if not link_exists(cfg.bridge):
+        gw = cfg.subnet.network_address + 1
+        root += ["link add %s type bridge" % cfg.bridge,
+                 "addr add %s/%d dev %s" % (gw, prefix, cfg.bridge),
+                 "link set %s up" % cfg.bridge]
+    known = set(existing_netns(cfg))
+    for h in hosts:
+        if h["netns"] in known:            # a leftover of a crash: start from scratch
+            kill_pids(netns_pids(h["netns"]))
+            run(["ip", "netns", "del", h["netns"]])
+        if link_exists(h["veth"]):
+            run(["ip", "link", "del", h["veth"]], check=False)
+        root += ["netns add %s" % h["netns"],
+                 "link add %s type veth peer name eth0 netns %s" % (h["veth"], h["netns"]),
+                 "link set %s master %s" % (h["veth"], cfg.bridge),
+                 "link set %s up" % h["veth"]]
+    batch(root)
+    for h in hosts:
+        batch(["link set lo up", "addr add %s/%d dev eth0" % (h["ip"], prefix), "link set eth0 up"],
+              netns=h["netns"])
+
+
+def start_host(cfg: Settings, h: dict) -> int:
+    hdir = Path(h["dir"])
+    (hdir / "layers").mkdir(parents=True, exist_ok=True)
+    key = hdir / "ssh_host_ed25519_key"
+    if not key.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", h["name"], "-f", str(key)])
+    (hdir / "sshd_config").write_text(sshd_config(cfg, h))
+    (hdir / "start.sh").write_text(start_script(cfg, h))
+    logf = open(hdir / "sshd.log", "ab")
+    try:
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", h["netns"], "unshare", "--mount", "--propagation", "private",
+             "/bin/sh", str(hdir / "start.sh")],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True, close_fds=True)
+    finally:
+        logf.close()
+    return proc.pid
+
+
+def ssh_answers(ip: str, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((ip, 22), timeout=timeout) as s:
+            s.settimeout(timeout)
+            return s.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def wait_ready(hosts: list[dict], timeout: float = READY_TIMEOUT) -> list[dict]:
+    """Hosts whose sshd greets within timeout; the others are returned with a reason."""
+    pending = list(hosts)
+    end = time.monotonic() + timeout
+    while pending and time.monotonic() < end:
+        still = []
+        for h in pending:
+            if not sshd_alive(h):
+                continue                   # dead: reported below
+            if not ssh_answers(h["ip"], 0.5):
+                still.append(h)
+        dead = [h for h in pending if not sshd_alive(h)]
+        if dead:
+            return dead
+        pending = still
+        if pending:
+            time.sleep(0.1)
+    return pending
+
+
+def host_failure(h: dict) -> str:
+    logtext = ""
+    with contextlib.suppress(OSError):
+        logtext = (Path(h["dir"]) / "sshd.log").read_text()[-600:].strip()
+    return "%s (%s, %s): sshd %s; log %s/sshd.log: %s" % (
+        h["name"], h["ip"], h["netns"], "running but not greeting" if sshd_alive(h) else "exited",
+        h["dir"], logtext or "(empty)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Inventory
+# ---------------------------------------------------------------------------------------------
+
+def write_inventory(cfg: Settings, table: dict) -> Path:
+    """<inventory>/hosts.yml (JSON is YAML): group sim, one entry per host, SSH settings."""
+    hosts = {h["name"]: {"ansible_host": h["ip"], "fleetnap_sim_machine": h["machine"]}
+             for h in table["hosts"]}
+    group_vars = {
+        "ansible_user": "root",
+        "ansible_port": 22,
+        "ansible_ssh_private_key_file": str(cfg.key),
+        # Every host has its own throw-away host key: nothing to remember in known_hosts.
+        # ControlMaster/ControlPersist come from ansible.cfg's ssh_args (kept, not replaced).
+        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                                   "-o LogLevel=ERROR",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "ansible_ssh_timeout": 30,
+        # A latency budget that disables at least one C-state on every captured machine
+        # (snr0's deepest state declares 15 us; everything else has deeper ones).
+        "fleetnap_profiles": {
+            "sim": {"budget_us": 10, "resume_budget_ms": None, "declared_margin": 1.0},
+            "batch": {"budget_us": None, "resume_budget_ms": None},
+        },
+        "fleetnap_profile": "sim",
+        "fleetnap_artifacts_dir": str(cfg.state / "artifacts"),
+    }
+    inv = {"all": {"children": {"sim": {"hosts": hosts, "vars": group_vars}}}}
+    path = cfg.inventory / "hosts.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("# Written by lab/sim.py up -- do not edit (regenerated on every sim-up).\n"
+                   + json.dumps(inv, indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------------------------
+
+def check_table_matches(cfg: Settings, table: dict) -> None:
+    if table.get("hosts") and (table.get("subnet") != str(cfg.subnet) or table.get("name") != cfg.name):
+        raise SimError("a simulator is recorded in %s with name %s and subnet %s; run `lab/sim.py "
+                       "down` first (or use another --state)" % (cfg.table_path, table.get("name"),
+                                                                 table.get("subnet")))
+
+
+def up(cfg: Settings, count: int) -> dict:
+    need_root_and_tools()
+    if not 1 <= count <= cfg.max_hosts():
+        raise SimError("--hosts %d: use 1..%d (subnet %s)" % (count, cfg.max_hosts(), cfg.subnet))
+    t0 = time.monotonic()
+    table = load_table(cfg)
+    check_table_matches(cfg, table)
+    machines = machine_names()
+    ensure_key(cfg)
+    (cfg.state / "machines").mkdir(parents=True, exist_ok=True)
+    for m in sorted(set(machines[:count])):
+        materialize(m, cfg.state / "machines" / m)
+    power_template(cfg)
+    t_templates = time.monotonic() - t0
+
+    recorded = {h["name"]: h for h in table.get("hosts", [])}
+    wanted = [cfg.host(i, machines) for i in range(1, count + 1)]
+    extra = [h for name, h in recorded.items() if name not in {w["name"] for w in wanted}]
+    for h in extra:
+        stop_host(cfg, h)
+    kept, todo = [], []
+    for h in wanted:
+        old = recorded.get(h["name"])
+        if old and old.get("machine") == h["machine"] and sshd_alive(old) and ssh_answers(h["ip"]):
+            kept.append(old)
+        else:
+            if old:
+                stop_host(cfg, old)
+            todo.append(h)
+    setup_network(cfg, todo)
+    t_net = time.monotonic() - t0 - t_templates
+    for h in todo:
+        h["pid"] = start_host(cfg, h)
+    table = {"name": cfg.name, "subnet": str(cfg.subnet), "bridge": cfg.bridge,
+             "key": str(cfg.key), "hosts": sorted(kept + todo, key=lambda h: h["index"])}
+    save_table(cfg, table)
+    failed = wait_ready(todo)
+    if failed:
+        raise SimError("%d host(s) did not start:\n  %s" % (len(failed), "\n  ".join(host_failure(h) for h in failed[:5])))
+    inv = write_inventory(cfg, table)
+    return {"hosts": count, "started": len(todo), "kept": len(kept), "stopped": len(extra),
+            "seconds": round(time.monotonic() - t0, 2), "templates_seconds": round(t_templates, 2),
+            "network_seconds": round(t_net, 2), "inventory": str(inv)}
+
+
+def stop_host(cfg: Settings, h: dict) -> None:
+    stop_host_processes(h)
+    if h["netns"] in existing_netns(cfg):
+        run(["ip", "netns", "del", h["netns"]])
+    if link_exists(h["veth"]):
+        run(["ip", "link", "del", h["veth"]], check=False)     # may vanish with the namespace
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(Path(h["dir"]) / "layers")
+
+
+def down(cfg: Settings) -> dict:
+    need_root_and_tools()
+    t0 = time.monotonic()
+    table = load_table(cfg)
+    names = {h["netns"] for h in table.get("hosts", [])} | set(existing_netns(cfg))
+    pids = set()
+    for h in table.get("hosts", []):
+        if sshd_alive(h):
+            pids.add(h["pid"])
+    for ns in names:
+        pids.update(netns_pids(ns))
+    # Also any sshd of ours whose namespace is already gone (found by its config path).
+    marker = "%s/hosts/" % cfg.state
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            with contextlib.suppress(OSError):
+                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                if "sshd" in cmd.split(" ", 1)[0] + cmd[:40] and marker in cmd:
+                    pids.add(int(p.name))
+    kill_pids(sorted(pids))
+    cmds = ["netns del %s" % ns for ns in sorted(names) if ns in set(existing_netns(cfg))]
+    batch(cmds)
+    # The root end of a veth goes away with its namespace, asynchronously: wait for that, then
+    # delete what is left (a crash between "link add" and "netns add" leaves one behind).
+    end = time.monotonic() + 3.0
+    while True:
+        veths = our_veths(cfg)
+        if not veths or time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    for v in veths:
+        run(["ip", "link", "del", v], check=False)
+    left = our_veths(cfg)
+    if left:
+        raise SimError("could not delete interfaces %s (ip link del %s)" % (", ".join(left), left[0]))
+    bridge = link_exists(cfg.bridge)
+    if bridge:
+        run(["ip", "link", "del", cfg.bridge])
+    hosts_dir = cfg.state / "hosts"
+    if hosts_dir.exists():
+        shutil.rmtree(hosts_dir)
+    with contextlib.suppress(FileNotFoundError):
+        cfg.table_path.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (cfg.inventory / "hosts.yml").unlink()
+    return {"stopped_processes": len(pids), "namespaces_removed": len(cmds),
+            "veths_removed": len(veths), "bridge_removed": bridge,
+            "seconds": round(time.monotonic() - t0, 2)}
+
+
+def reset(cfg: Settings, only: list[str]) -> dict:
+    """Restart hosts: fresh overlay layers = the captured machine as it was, empty /etc layer."""
+    need_root_and_tools()
+    t0 = time.monotonic()
+    table = load_table(cfg)
+    if not table.get("hosts"):
+        raise SimError("no simulator is running in %s: run `lab/sim.py up` first" % cfg.state)
+    hosts = [h for h in table["hosts"] if not only or h["name"] in only]
+    unknown = set(only) - {h["name"] for h in hosts}
+    if unknown:
+        raise SimError("unknown host(s) %s; hosts are %s..%s" % (", ".join(sorted(unknown)),
+                                                              table["hosts"][0]["name"], table["hosts"][-1]["name"]))
+    pids = set()
+    for h in hosts:
+        pids.update(netns_pids(h["netns"]))
+        if sshd_alive(h):
+            pids.add(h["pid"])
+    kill_pids(sorted(pids))
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    for h in hosts:
+        h["pid"] = start_host(cfg, h)
+    save_table(cfg, table)
+    failed = wait_ready(hosts)
+    if failed:
+        raise SimError("%d host(s) did not restart:\n  %s" % (len(failed), "\n  ".join(host_failure(h) for h in failed[:5])))
+    return {"reset": len(hosts), "seconds": round(time.monotonic() - t0, 2)}
+
+
+def host_path(cfg: Settings, host: str, path: str) -> Path:
+    """PATH as HOST sees it: through its sshd's root, i.e. inside its mount namespace."""
+    table = load_table(cfg)
+    for h in table.get("hosts", []):
+        if h["name"] == host:
+            pid = sshd_alive(h)
+            if not pid:
+                raise SimError("%s is not running (run `lab/sim.py up`)" % host)
+            return Path("/proc/%d/root" % pid) / path.lstrip("/")
+    raise SimError("unknown host %s (see `lab/sim.py status`)" % host)
+
+
+def status(cfg: Settings) -> list[dict]:
+    table = load_table(cfg)
+    rows = []
+    for h in table.get("hosts", []):
+        pid = sshd_alive(h)
+        rows.append({"host": h["name"], "ip": h["ip"], "machine": h["machine"], "netns": h["netns"],
+                     "pid": pid, "ssh": bool(pid) and ssh_answers(h["ip"], 0.5)})
+    return rows
+
+
+def print_status(cfg: Settings, rows: list[dict]) -> None:
+    if not rows:
+        print("no simulated hosts (state %s)" % cfg.state)
+        return
+    print("%-8s %-15s %-24s %-8s %s" % ("host", "address", "machine", "pid", "ssh"))
+    for r in rows:
+        print("%-8s %-15s %-24s %-8s %s" % (r["host"], r["ip"], r["machine"], r["pid"] or "-",
+                                            "up" if r["ssh"] else "DOWN"))
+    up_count = sum(1 for r in rows if r["ssh"])
+    print("%d/%d hosts answer SSH; inventory %s" % (up_count, len(rows), cfg.inventory / "hosts.yml"))
+
+
+@contextlib.contextmanager
+def state_lock(cfg: Settings):
+    """One up/down/reset at a time per state directory (a second caller waits)."""
+    cfg.state.mkdir(parents=True, exist_ok=True)
+    with open(cfg.state / "sim.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="sim", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--state", help="state directory (SIM_STATE, default lab/sim-state)")
+    ap.add_argument("--inventory", help="inventory directory (SIM_INVENTORY, default inventories/sim)")
+    ap.add_argument("--name", help="prefix of hosts, namespaces and interfaces (SIM_NAME, default sim)")
+    ap.add_argument("--subnet", help="private IPv4 subnet (SIM_SUBNET, default 10.251.0.0/16)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("up", help="start N hosts (idempotent) and write the inventory")
+    p.add_argument("--hosts", type=int, default=None, help="number of hosts (SIM_HOSTS, default 100)")
+    sub.add_parser("down", help="remove every host, namespace, veth, the bridge")
+    p = sub.add_parser("status", help="host, address, machine, sshd pid, SSH")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("reset", help="restart hosts with pristine sysfs and empty private layers")
+    p.add_argument("hosts", nargs="*")
+    p = sub.add_parser("path", help="print a file as a host sees it")
+    p.add_argument("host")
+    p.add_argument("path")
+    args = ap.parse_args(argv)
+    try:
+        cfg = Settings(args.state, args.inventory, args.name, args.subnet)
+        if args.cmd == "up":
+            count = args.hosts if args.hosts is not None else int(os.environ.get("SIM_HOSTS", "100"))
+            with state_lock(cfg):
+                print(json.dumps(up(cfg, count), indent=2))
+        elif args.cmd == "down":
+            with state_lock(cfg):
+                print(json.dumps(down(cfg), indent=2))
+        elif args.cmd == "status":
+            rows = status(cfg)
+            if args.json:
+                print(json.dumps(rows, indent=2))
+            else:
+                print_status(cfg, rows)
+        elif args.cmd == "reset":
+            with state_lock(cfg):
+                print(json.dumps(reset(cfg, args.hosts), indent=2))
+        elif args.cmd == "path":
+            sys.stdout.write(host_path(cfg, args.host, args.path).read_text())
+    except SimError as exc:
+        print("sim: error: %s" % exc, file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print("sim: error: %s" % exc, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Helpers for the fleet simulator tests: drive lab/sim.py, run modules over SSH, read captures."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
+CPUIDLE_DATA = SHARED / "data" / "cpuidle"
+VENV_BIN = Path(sys.executable).parent
+STATE_LINE = re.compile(r"^/sys/devices/system/cpu/cpu(\d+)/cpuidle/state(\d+)/(name|latency|disable)$")
+
+SIM_NAME = "simt"
+SIM_SUBNET = "10.252.0.0/24"
+# Three captured machines for six hosts: sim hosts 1 and 4 share a machine (and its read-only
+# template), so the isolation test can show a write on one is not seen by the other.
+SIM_MACHINES = "ivbep1,milan0,aml-y-2"
+SIM_HOSTS = 6
+
+
+def missing_tools():
+    if os.geteuid() != 0:
+        return "the simulator needs root"
+    if not os.access("/usr/sbin/sshd", os.X_OK):
+        return "openssh-server is not installed (make setup)"
+    for tool in ("ip", "unshare", "nsenter"):
+        if not shutil.which(tool):
+            return "%s is missing" % tool
+    return None
+
+
+class Sim:
+    def __init__(self, base: Path):
+        self.state = base / "state"
+        self.inventory = base / "inventory"
+        self.env = dict(os.environ, SIM_MACHINES=SIM_MACHINES)
+
+    def cli(self, *args, check=True):
+        cmd = ["/usr/bin/python3", str(REPO / "lab" / "sim.py"), "--state", str(self.state),
+               "--inventory", str(self.inventory), "--name", SIM_NAME, "--subnet", SIM_SUBNET] + list(args)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError("sim.py %s failed (rc=%d): %s" % (" ".join(args), proc.returncode, proc.stderr))
+        return proc
+
+    def table(self):
+        return json.loads((self.state / "sim.json").read_text())
+
+    def read(self, host: str, path: str) -> str:
+        return self.cli("path", host, path).stdout
+
+    def ansible(self, pattern: str, module: str, args: dict | None = None) -> dict:
+        """Run a module of library/ over SSH on the simulated hosts; {host: result}."""
+        cmd = [str(VENV_BIN / "ansible"), "-i", str(self.inventory), pattern, "-m", module]
+        if args:
+            cmd += ["-a", json.dumps(args)]
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                   ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json",
+                   ANSIBLE_SSH_CONTROL_PATH_DIR=str(self.state / "cp"))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+        try:
+            report = json.loads(proc.stdout[proc.stdout.find("{"):])
+            return report["plays"][0]["tasks"][0]["hosts"]
+        except (ValueError, KeyError, IndexError):
+            raise AssertionError("ansible produced no result (rc=%d)\n%s\n%s" % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+
+
+
+
+def captured_states(machine: str) -> dict:
+    """{cpu: {index: {"name", "latency", "disable"}}} straight from the capture file (the oracle)."""
+    out: dict = {}
+    for line in (CPUIDLE_DATA / ("%s.txt" % machine)).read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        _mode, path, value = line.split("|", 2)
+        m = STATE_LINE.match(path)
+        if m:
+            out.setdefault(int(m.group(1)), {}).setdefault(int(m.group(2)), {})[m.group(3)] = value
+    return out
+
+
+def captured_value(machine: str, path: str) -> str | None:
+    for line in (CPUIDLE_DATA / ("%s.txt" % machine)).read_text().splitlines():
+        if line.startswith(("rw|" + path + "|", "ro|" + path + "|")):
+            return line.split("|", 2)[2]
+    return None
