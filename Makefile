@@ -23,7 +23,8 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 # Debian packages the tests and the lab need (installed once, then cached by a stamp).
-DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium rt-tests prometheus
+DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium rt-tests prometheus \
+                prometheus-node-exporter
 
 .PHONY: help setup deps venv test test-unit lint demo bench
 

@@ -4,7 +4,8 @@
 """C-state residency as Prometheus metrics (node_exporter has no cpuidle collector).
 
 The same code runs in the module (one collection) and, copied verbatim into the collector script
-that a systemd timer runs (``COLLECTOR_SCRIPT``), on every tick.
+installed unchanged on the hosts by roles/node_exporter (tasks/residency.yml) and run by its systemd timer
+or cron entry, on every tick.
 """
 
 from __future__ import annotations

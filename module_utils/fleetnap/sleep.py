@@ -36,3 +36,38 @@ def _flag(text):
     if text is None:
         return None
     return text.strip() == "1"
+
+
+SLEEP_TARGETS = ("sleep.target", "suspend.target", "hibernate.target", "hybrid-sleep.target",
+                 "suspend-then-hibernate.target")
+METRICS_FILE = "fleetnap_sleep_policy.prom"
+
+
+def policy_metrics(allow, offered, mem_sleep, masked_targets):
+    """The sleep policy as fleetnap_* metrics (for prom.render).
+
+    ``allow`` is deep, s2idle or none (the deepest state the policy allows), ``offered`` what
+    read_sleep() returned, ``mem_sleep`` the mem_sleep choice after the call, ``masked_targets``
+    the masked systemd sleep targets after the call. A state counts as allowed when the policy
+    permits it and the kernel offers it: deep permits deep and s2idle, s2idle only s2idle.
+    """
+    permitted = {"deep": ("deep", "s2idle"), "s2idle": ("s2idle",), "none": ()}[allow]
+    available = {"deep": offered["s3_available"], "s2idle": offered["s2idle_available"]}
+    modes = list(offered["mem_sleep_options"])
+    if mem_sleep and mem_sleep not in modes:
+        modes.append(mem_sleep)
+    return [
+        {"name": "fleetnap_sleep_state_offered",
+         "help": "1 if the kernel offers the system sleep state (deep = S3 suspend-to-RAM, s2idle = suspend-to-idle).",
+         "samples": [{"labels": {"state": s}, "value": 1 if available[s] else 0} for s in ("deep", "s2idle")]},
+        {"name": "fleetnap_sleep_state_allowed",
+         "help": "1 if fleetnap's sleep policy allows the system sleep state and the kernel offers it.",
+         "samples": [{"labels": {"state": s}, "value": 1 if (s in permitted and available[s]) else 0}
+                     for s in ("deep", "s2idle")]},
+        {"name": "fleetnap_sleep_mem_sleep_mode",
+         "help": "1 for the suspend mode /sys/power/mem_sleep selects, 0 for the other modes the kernel offers.",
+         "samples": [{"labels": {"mode": m}, "value": 1 if m == mem_sleep else 0} for m in modes]},
+        {"name": "fleetnap_sleep_target_masked",
+         "help": "1 if the systemd sleep target is masked (nothing can suspend the host through it).",
+         "samples": [{"labels": {"target": t}, "value": 1 if t in masked_targets else 0} for t in SLEEP_TARGETS]},
+    ]

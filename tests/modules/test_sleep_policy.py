@@ -93,3 +93,98 @@ def test_live_kernel_without_suspend(module_runner):
         pytest.skip("this kernel offers S3")
     res = module_runner("sleep_policy", {"allow": "deep"})
     assert res.failed and "does not offer S3" in res["msg"] and "/sys/power/state" in res["msg"]
+
+
+def prom_samples(text):
+    """{metric name: {label text: value}} from an exposition file, and every HELP/TYPE pair seen."""
+    import re
+    out, typed = {}, set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("#") or not line:
+            continue
+        m = re.match(r"^(fleetnap_[a-z_]+)(?:\{(.*)\})? (\S+)$", line)
+        assert m, "bad exposition line %r" % line
+        out.setdefault(m.group(1), {})[m.group(2) or ""] = float(m.group(3))
+    assert set(out) <= typed, "a metric without a TYPE line"
+    return out
+
+
+def kernel_shows(root, options=("s2idle", "deep")):
+    """Make the prepared mem_sleep look as the kernel shows it after a write: every option, the choice bracketed."""
+    f = root / "sys/power/mem_sleep"
+    chosen = f.read_text().strip().strip("[]")
+    f.write_text(" ".join("[%s]" % o if o == chosen else o for o in options) + "\n")
+
+
+def test_metrics_follow_the_policy(tmp_path, module_runner):
+    root = power_tree(tmp_path)
+    metrics = tmp_path / "textfile"          # created by the module
+    prom = metrics / "fleetnap_sleep_policy.prom"
+    res = run(module_runner, root, allow="deep", metrics_dir=str(metrics), _check=True)
+    assert res.changed and not metrics.exists()
+    res = run(module_runner, root, allow="deep", metrics_dir=str(metrics))
+    assert res.changed and res["metrics_path"] == str(prom)
+    got = prom_samples(prom.read_text())
+    assert got["fleetnap_sleep_state_offered"] == {'state="deep"': 1, 'state="s2idle"': 1}
+    assert got["fleetnap_sleep_state_allowed"] == {'state="deep"': 1, 'state="s2idle"': 1}
+    assert got["fleetnap_sleep_mem_sleep_mode"] == {'mode="deep"': 1, 'mode="s2idle"': 0}
+    assert got["fleetnap_sleep_target_masked"] == {'target="%s"' % t: 0 for t in TARGETS}
+    assert "# HELP fleetnap_sleep_state_allowed " in prom.read_text()
+    assert not list(metrics.glob(".fleetnap-*")), "temporary file left beside the metrics"
+    assert not run(module_runner, root, allow="deep", metrics_dir=str(metrics)).changed
+
+    # s2idle: mem_sleep switches, S3 is no longer allowed.
+    res = run(module_runner, root, allow="s2idle", metrics_dir=str(metrics))
+    kernel_shows(root)
+    got = prom_samples(prom.read_text())
+    assert got["fleetnap_sleep_state_allowed"] == {'state="deep"': 0, 'state="s2idle"': 1}
+    assert got["fleetnap_sleep_mem_sleep_mode"] == {'mode="deep"': 0, 'mode="s2idle"': 1}
+
+    # none: every target masked, nothing allowed; the kernel still offers both.
+    run(module_runner, root, allow="none", metrics_dir=str(metrics))
+    got = prom_samples(prom.read_text())
+    assert got["fleetnap_sleep_mem_sleep_mode"] == {'mode="deep"': 0, 'mode="s2idle"': 1}
+    assert got["fleetnap_sleep_state_allowed"] == {'state="deep"': 0, 'state="s2idle"': 0}
+    assert got["fleetnap_sleep_state_offered"] == {'state="deep"': 1, 'state="s2idle"': 1}
+    assert got["fleetnap_sleep_target_masked"] == {'target="%s"' % t: 1 for t in TARGETS}
+
+    # Only the metrics file differs (someone deleted it): that alone is a change, and it comes back.
+    prom.unlink()
+    res = run(module_runner, root, allow="none", metrics_dir=str(metrics))
+    assert res.changed and prom.exists()
+
+    # absent restores the host and removes the file (check mode first: nothing removed).
+    assert run(module_runner, root, state="absent", metrics_dir=str(metrics), _check=True).changed
+    assert prom.exists()
+    res = run(module_runner, root, state="absent", metrics_dir=str(metrics))
+    assert res.changed and not prom.exists() and metrics.is_dir()
+    assert not run(module_runner, root, state="absent", metrics_dir=str(metrics)).changed
+
+
+def test_metrics_s2idle_only_kernel(tmp_path, module_runner):
+    """A kernel with suspend-to-idle only: deep is neither offered nor allowed, whatever the policy."""
+    root = power_tree(tmp_path, states="freeze", mem_sleep="[s2idle]")
+    metrics = tmp_path / "textfile"
+    run(module_runner, root, allow="s2idle", metrics_dir=str(metrics))
+    got = prom_samples((metrics / "fleetnap_sleep_policy.prom").read_text())
+    assert got["fleetnap_sleep_state_offered"] == {'state="deep"': 0, 'state="s2idle"': 1}
+    assert got["fleetnap_sleep_state_allowed"] == {'state="deep"': 0, 'state="s2idle"': 1}
+    assert got["fleetnap_sleep_mem_sleep_mode"] == {'mode="s2idle"': 1}
+
+
+@pytest.mark.parametrize("bad,match", [
+    ("relative/dir", "must be an absolute path"),
+    ("FILE", "exists and is not a directory"),
+])
+def test_bad_metrics_dir_fails_and_changes_nothing(tmp_path, module_runner, bad, match):
+    root = power_tree(tmp_path)
+    if bad == "FILE":
+        bad = str(tmp_path / "a-file")
+        (tmp_path / "a-file").write_text("not a directory\n")
+    before = snapshot_tree(tmp_path)
+    res = run(module_runner, root, allow="none", metrics_dir=bad)
+    assert res.failed and match in res["msg"] and bad in res["msg"]
+    assert snapshot_tree(tmp_path) == before and not (root / "etc").exists()

@@ -40,8 +40,14 @@ def test_structure():
         assert p["targets"] and all(t["expr"] for t in p["targets"])
     assert {v["name"] for v in dash["templating"]["list"]} == {"datasource"}
     titles = " ".join(p["title"] for p in dash["panels"])
-    for needed in ("Gear over time", "power states", "Resume", "Wake latency vs budget"):
+    for needed in ("Gear over time", "power states", "Resume", "Wake latency vs budget", "Sleep states allowed",
+                   "Suspend mode and masked sleep targets", "C-state residency", "Residency collector"):
         assert needed in titles
+
+
+def metric_names(expr):
+    """fleetnap_* metric names in a PromQL expression (not in label values such as file=~".*/x.prom")."""
+    return set(re.findall(r"fleetnap_[a-z_]+", re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)))
 
 
 def test_every_query_uses_a_metric_fleetnap_writes():
@@ -50,7 +56,7 @@ def test_every_query_uses_a_metric_fleetnap_writes():
     used = set()
     for p in dash["panels"]:
         for t in p["targets"]:
-            used.update(re.findall(r"fleetnap_[a-z_]+", t["expr"]))
+            used.update(metric_names(t["expr"]))
     missing = sorted(used - written)
     assert not missing, "dashboard queries metrics nothing writes: %s" % missing
 
@@ -58,3 +64,30 @@ def test_every_query_uses_a_metric_fleetnap_writes():
 def test_provisioning_file():
     prov = yaml.safe_load((REPO / "docs/grafana/provisioning.yml").read_text())
     assert prov["apiVersion"] == 1 and prov["providers"][0]["type"] == "file"
+
+
+def dashboard_metrics():
+    dash = json.loads(DASH.read_text())
+    return {m for p in dash["panels"] for t in p["targets"] for m in metric_names(t["expr"])}
+
+
+def test_every_sleep_policy_and_residency_family_has_a_panel():
+    """The families sleep_policy and the residency collector write (from the code itself) are all plotted."""
+    from ansible.module_utils.fleetnap.residency import residency_metrics
+    from ansible.module_utils.fleetnap.sleep import policy_metrics
+
+    offered = {"mem_sleep_options": ["s2idle", "deep"], "s3_available": True, "s2idle_available": True}
+    families = {m["name"] for m in policy_metrics("deep", offered, "deep", [])}
+    families |= {m["name"] for m in residency_metrics({"cpus": []})}
+    assert len(families) == 7
+    missing = sorted(families - dashboard_metrics())
+    assert not missing, "no panel plots %s" % missing
+
+
+def test_one_hot_families_are_not_collapsed_by_max():
+    """fleetnap_gear_shift_last_result is one series per result (1 = this one): max() would hide which."""
+    dash = json.loads(DASH.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    for family in ("fleetnap_gear_shift_last_result", "fleetnap_sleep_mem_sleep_mode"):
+        uses = [e for e in exprs if family in e]
+        assert uses and not any(re.search(r"\bmax\((?:[^()]*\()?%s" % family, e) for e in uses), uses
