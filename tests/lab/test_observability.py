@@ -135,8 +135,19 @@ def test_node_exporter_role_and_prometheus_see_fleetnap_metrics(lab, prometheus,
         assert out[:3] == ["enabled", "active", "nocron"], (h, out)
         cstates[h] = int(out[3])
     # The gate publishes its decision (lab profile "interactive": 200 us), and the sleep policy.
-    proc = playbook("apply_profile.yml", "-e", "fleetnap_artifacts_dir=%s" % tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    # The profile may mask the sleep targets (no resume measurement within budget), which later
+    # tests that suspend guests must not inherit: undo it afterwards, whatever happens.
+    try:
+        proc = playbook("apply_profile.yml", "-e", "fleetnap_artifacts_dir=%s" % tmp_path)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates)
+    finally:
+        undo = playbook("apply_profile.yml", "-e", "fleetnap_profile_state=absent",
+                        "-e", "fleetnap_artifacts_dir=%s" % (tmp_path / "undo"))
+    assert undo.returncode == 0, undo.stdout[-3000:]
+
+
+def _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates):
     # The resume measurement is on the hosts (the suite measured them before; else measure one).
     if "resume" not in json.loads(lab.ssh(first, "cat /etc/ansible/facts.d/fleetnap.fact || echo {}").stdout):
         proc = playbook("measure_resume.yml", "-e", "fleetnap_targets=%s" % first, "-e", "measure_resume_cycles=1",
