@@ -196,6 +196,20 @@ def ensure_key(cfg: Settings) -> Path:
     return cfg.key
 
 
+def parse_capture(src: Path) -> tuple[str, list[tuple[str, str, str]]]:
+    """A captured machine (``../shared/data/cpuidle/<machine>.txt``, pepc's format): its kernel
+    command line (the ``# cmdline:`` line) and its ``(mode, path, value)`` attribute lines.
+    Also used by the tests' materialize (tests/conftest.py)."""
+    cmdline, entries = "", []
+    for line in src.read_text().splitlines():
+        if line.startswith("# cmdline:"):
+            cmdline = line.split(":", 1)[1].strip()
+        elif line and not line.startswith("#"):
+            mode, path, value = line.split("|", 2)
+            entries.append((mode, path, value))
+    return cmdline, entries
+
+
 def materialize(machine: str, dest: Path) -> Path:
     """Captured sysfs of ``machine`` -> ``dest/cpu`` (the /sys/devices/system/cpu tree) and
     ``dest/cmdline``; written once (a stamp file records the format version)."""
@@ -205,14 +219,8 @@ def materialize(machine: str, dest: Path) -> Path:
     src = CPUIDLE_DATA / ("%s.txt" % machine)
     tmp = Path(tempfile.mkdtemp(prefix=".%s." % machine, dir=str(dest.parent)))
     cpu = tmp / "cpu"
-    cmdline = ""
-    for line in src.read_text().splitlines():
-        if line.startswith("# cmdline:"):
-            cmdline = line.split(":", 1)[1].strip()
-            continue
-        if not line or line.startswith("#"):
-            continue
-        mode, path, value = line.split("|", 2)
+    cmdline, entries = parse_capture(src)
+    for mode, path, value in entries:
         if not path.startswith(CPU_DIR + "/"):
             raise SimError("%s: %s is outside %s; the simulator only overlays that tree" % (src, path, CPU_DIR))
         target = cpu / path[len(CPU_DIR) + 1:]

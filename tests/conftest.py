@@ -36,17 +36,14 @@ def dataset_names():
     return sorted(p.stem for p in CPUIDLE_DATA.glob("*.txt"))
 
 
+sys.path.insert(0, str(REPO / "lab"))
+from sim import parse_capture  # noqa: E402  (one parser of the captured-machine format)
+
+
 def materialize(dataset: str, dest: Path) -> Path:
     """Write the captured sysfs of ``dataset`` under ``dest``; return ``dest`` (a sysfs_root)."""
-    src = CPUIDLE_DATA / ("%s.txt" % dataset)
-    cmdline = ""
-    for line in src.read_text().splitlines():
-        if line.startswith("# cmdline:"):
-            cmdline = line.split(":", 1)[1].strip()
-            continue
-        if not line or line.startswith("#"):
-            continue
-        mode, path, value = line.split("|", 2)
+    cmdline, entries = parse_capture(CPUIDLE_DATA / ("%s.txt" % dataset))
+    for mode, path, value in entries:
         target = dest / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(value + "\n")
