@@ -1,0 +1,414 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleetnap_profile
+short_description: Apply a latency profile in one call (C-state gate and system sleep policy)
+description:
+  - One module call per host for what the role C(latency_profile) otherwise does in four. It reads
+    the measurements fleetnap's measurement playbooks stored on the host, gates the C-states by
+    the CPU wake-up budget exactly as M(cpuidle_qos) does, decides the system sleep state from
+    the measured resume latency and applies it exactly as M(sleep_policy) does.
+  - Stored wake latencies (C(wake_latency_us) in O(measurements_file)) are used for the states the
+    host has; a value given in O(cstates.measured_latency_us) wins over the stored one.
+  - "The sleep state: V(deep) when the host offers S3 and the measured resume latency fits
+    O(sleep.resume_budget_ms) (or there is no budget), else V(s2idle) when O(sleep.fallback=s2idle)
+    and the host offers suspend-to-idle, else V(none)."
+  - Both parts are planned (read, validated, decided, writability checked) before anything is
+    written, so bad input in either part fails and changes nothing. If the sleep part fails while
+    writing, the C-state writes of the same call are rolled back.
+version_added: "0.2.0"
+author: fleetnap contributors
+options:
+  cstates:
+    description:
+      - The C-state gate, with the options of M(cpuidle_qos) (O(state), O(sysfs_root) and
+        O(metrics_dir) are given at the top level of this module).
+    type: dict
+    default: {}
+    suboptions:
+      max_latency_us:
+        description:
+          - Latency budget in microseconds. States whose effective exit latency exceeds it are
+            disabled, the others enabled. Omit (or null) for no limit.
+        type: float
+      measured_latency_us:
+        description:
+          - Worst measured wake latency per state name, in microseconds. Merged over the stored
+            measurements of O(measurements_file) (a value given here wins).
+        type: dict
+        default: {}
+      declared_latency_margin:
+        description: Multiplier applied to declared latencies of states that were not measured. Must be >= 1.
+        type: float
+        default: 1.0
+      combine:
+        description:
+          - V(measured) takes the measurement when there is one; V(worst) takes the larger of
+            measured and declared x margin.
+        type: str
+        choices: [measured, worst]
+        default: measured
+      disable:
+        description: State names to disable regardless of the budget.
+        type: list
+        elements: str
+        default: []
+      enable:
+        description: State names to enable regardless of the budget.
+        type: list
+        elements: str
+        default: []
+      cpus:
+        description: CPUs to act on, as a kernel CPU list or a list of numbers. Default all present CPUs.
+        type: raw
+      resume_latency_us:
+        description: Per-CPU PM QoS resume latency for the selected CPUs (V(0) = no constraint). Omit to leave it.
+        type: int
+      global_latency_us:
+        description:
+          - Global CPU wake-up latency limit held on C(/dev/cpu_dma_latency) by the service
+            C(fleetnap-cpu-dma-latency). Omit to remove a limit set earlier by fleetnap.
+        type: int
+      governor:
+        description: cpuidle governor to switch to (one of the host's C(available_governors)); omit to keep it.
+        type: str
+      persist:
+        description: Re-apply the state disables and the per-CPU PM QoS at boot (service C(fleetnap-cpuidle)).
+        type: bool
+        default: false
+  sleep:
+    description: The system sleep part (M(sleep_policy)) and how its state is decided.
+    type: dict
+    default: {}
+    suboptions:
+      manage:
+        description: Manage the system sleep states. V(false) leaves them alone (the decision is still reported).
+        type: bool
+        default: true
+      resume_budget_ms:
+        description:
+          - Resume budget in milliseconds. S3 is allowed only when the host's measured resume
+            latency is known and within it. Omit (or null) for no limit.
+        type: raw
+      resume_measured_ms:
+        description:
+          - Measured resume latency in milliseconds. Omit (or null) to use what
+            C(measure_resume.yml) stored in O(measurements_file) (C(resume.<resume_metric>_ms)).
+        type: raw
+      resume_metric:
+        description:
+          - Which stored resume latency the budget is compared with. V(end_to_end) (wake packet to the
+            host answering) or V(kernel) (sleepgraph's resume time).
+        type: str
+        choices: [end_to_end, kernel]
+        default: end_to_end
+      fallback:
+        description: What to allow when S3 is not allowed.
+        type: str
+        choices: [s2idle, none]
+        default: s2idle
+      mask_targets:
+        description: When the decision is V(none), mask systemd's sleep targets (see M(sleep_policy)).
+        type: bool
+        default: true
+  measurements_file:
+    description:
+      - The JSON the measurement playbooks store on the host, found under O(sysfs_root)
+        (C(wake_latency_us) maps state names to microseconds, C(resume) holds C(<metric>_ms)
+        values). A missing file means no
+        stored measurements; a file that is not a JSON object fails.
+    type: path
+    default: /etc/ansible/facts.d/fleetnap.fact
+  metrics_dir:
+    description:
+      - node_exporter textfile collector directory (on the host, not under O(sysfs_root)). When set,
+        the gate writes C(fleetnap_cpuidle.prom) and the sleep policy C(fleetnap_sleep_policy.prom),
+        as M(cpuidle_qos) and M(sleep_policy) do.
+    type: path
+  state:
+    description:
+      - V(present) applies the profile. V(absent) restores what the kernel had before fleetnap
+        (both parts; the sleep part only with O(sleep.manage)).
+    type: str
+    choices: [present, absent]
+    default: present
+  sysfs_root:
+    description: Root under which C(/sys), C(/proc/cmdline), C(/etc) and C(/var/lib) are found; V(/) is the live host.
+    type: path
+    default: /
+attributes:
+  check_mode:
+    support: full
+    details: Decides both parts and returns the decision and the diff, writes nothing.
+  diff_mode:
+    support: full
+    details: C(before)/C(after) hold C(cstates) (as M(cpuidle_qos)) and C(sleep) (as M(sleep_policy)).
+  platform:
+    platforms: posix
+notes:
+  - The PowerNap advice (role variable C(latency_profile_sleep_policy=advise)) runs on the controller;
+    this module takes only the budget rule. The role keeps its multi-task path for advise.
+seealso:
+  - module: cpuidle_qos
+  - module: sleep_policy
+  - module: cpuidle_info
+"""
+
+EXAMPLES = r"""
+- name: C-states within 20 us, S3 only where resume fits 500 ms (stored measurements used)
+  fleetnap_profile:
+    cstates:
+      max_latency_us: 20
+      declared_latency_margin: 1.5
+    sleep:
+      resume_budget_ms: 500
+
+- name: A latency-critical host (C1 at most, no system sleep at all), publish metrics
+  fleetnap_profile:
+    cstates:
+      max_latency_us: 2
+      resume_latency_us: 2
+    sleep:
+      resume_budget_ms: 0
+      fallback: none
+    metrics_dir: /var/lib/prometheus/node-exporter
+
+- name: Undo both parts
+  fleetnap_profile:
+    state: absent
+"""
+
+RETURN = r"""
+driver:
+  description: The cpuidle driver, or null when the host has none.
+  returned: always
+  type: str
+  sample: intel_idle
+states:
+  description: The gate's decision per state (as M(cpuidle_qos) returns it; empty with state=absent).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: POLL, index: 0, declared_us: 0, measured_us: null, effective_us: 0, allowed: true,
+            reason: POLL always stays enabled}]
+allowed_states:
+  description: Names of the states the gate allows.
+  returned: always
+  type: list
+  elements: str
+  sample: [POLL, C1]
+disabled_states:
+  description: Names of the states the gate disables.
+  returned: always
+  type: list
+  elements: str
+  sample: [C1E, C6]
+measured_latency_us:
+  description: The measurements the gate used (stored ones for states the host has, given ones winning).
+  returned: always
+  type: dict
+  sample: {C1: 19.3}
+sleep:
+  description:
+    - The sleep state in force after the call (deep, s2idle or none); null when not managed or
+      with state=absent.
+  returned: always
+  type: str
+  sample: deep
+sleep_decided:
+  description: The sleep state the budget rule chose (also when the sleep part is not managed).
+  returned: always
+  type: str
+  sample: deep
+sleep_reason:
+  description: Why (the same text as the role's decision table).
+  returned: always
+  type: str
+  sample: resume 142.6 ms <= budget 500 ms
+resume_measured_ms:
+  description: The resume latency the budget was compared with (given or stored), or null.
+  returned: always
+  type: raw
+  sample: 142.6
+cstates:
+  description: The gate's full result, as M(cpuidle_qos) returns it (without C(diff)).
+  returned: always
+  type: dict
+sleep_policy:
+  description: The sleep part's full result, as M(sleep_policy) returns it (without C(diff)); empty when not managed.
+  returned: always
+  type: dict
+"""
+
+import copy
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.cpuidle import state_names
+from ansible.module_utils.fleetnap.gate import (
+    GATE_ARGS, GATE_TOP_LEVEL, apply_gate, gate_result, plan_gate, read_gate_model, rollback_gate,
+)
+from ansible.module_utils.fleetnap.sleep import read_sleep
+from ansible.module_utils.fleetnap.sleeppolicy import apply_sleep, plan_sleep, sleep_result
+from ansible.module_utils.fleetnap.sysfs import HostFS
+
+SLEEP_OPTIONS = dict(
+    manage=dict(type="bool", default=True),
+    resume_budget_ms=dict(type="raw"),
+    resume_measured_ms=dict(type="raw"),
+    resume_metric=dict(type="str", choices=["end_to_end", "kernel"], default="end_to_end"),
+    fallback=dict(type="str", choices=["s2idle", "none"], default="s2idle"),
+    mask_targets=dict(type="bool", default=True),
+)
+NOT_MEASURED = "resume latency not measured yet (run measure_resume.yml)"
+
+
+def argument_spec():
+    cstates = dict((k, copy.deepcopy(v)) for k, v in GATE_ARGS.items() if k not in GATE_TOP_LEVEL)
+    return dict(
+        cstates=dict(type="dict", default={}, options=cstates, apply_defaults=True),
+        sleep=dict(type="dict", default={}, options=copy.deepcopy(SLEEP_OPTIONS), apply_defaults=True),
+        measurements_file=dict(type="path", default="/etc/ansible/facts.d/fleetnap.fact"),
+        metrics_dir=dict(type="path"),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        sysfs_root=dict(type="path", default="/"),
+    )
+
+
+def number(module, name, value):
+    """A number given as int, float or numeric string -> float; fail_json otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    module.fail_json(msg="%s must be a number of milliseconds (or null), got %r" % (name, value))
+
+
+def stored_measurements(module, fs, path):
+    text = fs.read(path)
+    if not text or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        data = exc
+    if not isinstance(data, dict):
+        module.fail_json(msg="measurements_file %s does not hold a JSON object (%s); repair it or move it aside "
+                             "(measure_resume.yml and measure_wake_latency.yml write it again)"
+                         % (fs.path(path), data))
+    for key in ("wake_latency_us", "resume"):
+        if not isinstance(data.get(key, {}), dict):
+            module.fail_json(msg="measurements_file %s: %r must be an object, got %r; repair it or move it aside"
+                             % (fs.path(path), key, data[key]))
+    return data
+
+
+def decide_sleep(offer, budget, budget_f, resume, resume_f, fallback):
+    """The role's budget rule: (state, reason)."""
+    fits = budget is None or (resume is not None and resume_f <= budget_f)
+    if offer["s3_available"] and fits:
+        state = "deep"
+    elif fallback == "s2idle" and offer["s2idle_available"]:
+        state = "s2idle"
+    else:
+        state = "none"
+    if not offer["s3_available"]:
+        reason = "S3 not offered by this host"
+    elif budget is None:
+        reason = "no resume budget"
+    elif resume is None:
+        reason = NOT_MEASURED
+    else:
+        reason = "resume %s ms %s budget %s ms" % (resume, "<=" if fits else ">", budget)
+    return state, reason
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    p = module.params
+    sp = p["sleep"]
+    fs = HostFS(p["sysfs_root"])
+
+    # Read and validate everything first.
+    budget_f = number(module, "sleep.resume_budget_ms", sp["resume_budget_ms"])
+    if budget_f is not None and budget_f < 0:
+        module.fail_json(msg="sleep.resume_budget_ms must be >= 0 milliseconds (or null for no limit), got %s"
+                         % sp["resume_budget_ms"])
+    given_resume_f = number(module, "sleep.resume_measured_ms", sp["resume_measured_ms"])
+    if given_resume_f is not None and given_resume_f < 0:
+        module.fail_json(msg="sleep.resume_measured_ms must be >= 0 milliseconds, got %s" % sp["resume_measured_ms"])
+    stored = stored_measurements(module, fs, p["measurements_file"])
+    model = read_gate_model(module, fs)
+    names = state_names(model)
+    measured = dict((k, v) for k, v in stored.get("wake_latency_us", {}).items() if k in names)
+    measured.update(p["cstates"]["measured_latency_us"] or {})
+    if sp["resume_measured_ms"] is not None:
+        resume = sp["resume_measured_ms"]
+    else:
+        resume = stored.get("resume", {}).get(sp["resume_metric"] + "_ms")
+    resume_f = number(module, "%s: resume.%s_ms" % (fs.path(p["measurements_file"]), sp["resume_metric"]), resume)
+    offer = read_sleep(fs)
+    decided, reason = decide_sleep(offer, sp["resume_budget_ms"], budget_f, resume, resume_f, sp["fallback"])
+
+    gate_p = dict(p["cstates"], measured_latency_us=measured, state=p["state"], sysfs_root=p["sysfs_root"],
+                  metrics_dir=p["metrics_dir"])
+    gate_plan = plan_gate(module, gate_p, model=model)
+    sleep_plan = None
+    if sp["manage"]:
+        sleep_p = dict(allow=decided if p["state"] == "present" else None, mask_targets=sp["mask_targets"],
+                       state=p["state"], sysfs_root=p["sysfs_root"], metrics_dir=p["metrics_dir"])
+        sleep_plan = plan_sleep(module, sleep_p)
+
+    # Then write: the gate, then the sleep policy (whose failure rolls the gate's sysfs writes back).
+    gate_changed = apply_gate(module, gate_plan)
+    sleep_changed = False
+    if sleep_plan is not None:
+        def undo_gate(msg):
+            errors = []
+            if sleep_plan.get("applied"):
+                errors += sleep_plan["batch"]._rollback(sleep_plan["batch"].writes)
+            errors += rollback_gate(gate_plan)
+            if errors:
+                return "%s; rolling back this call's sysfs writes also failed: %s" % (msg, "; ".join(errors))
+            return "%s; this call's sysfs writes (C-states, mem_sleep) were rolled back" % msg
+        sleep_changed = apply_sleep(module, sleep_plan, on_failure=undo_gate)
+
+    cstates = gate_result(module, gate_plan, gate_changed)
+    sleep_res = sleep_result(module, sleep_plan, sleep_changed) if sleep_plan is not None else {}
+    gate_diff = cstates.pop("diff", {})
+    diff = {"before": {"cstates": gate_diff.get("before")}, "after": {"cstates": gate_diff.get("after")}}
+    if sleep_plan is not None:
+        sleep_diff = sleep_res.pop("diff", {})
+        diff["before"]["sleep"] = sleep_diff.get("before")
+        diff["after"]["sleep"] = sleep_diff.get("after")
+    rows = cstates["states"]
+    result = dict(
+        changed=bool(gate_changed or sleep_changed),
+        driver=cstates["driver"],
+        states=rows,
+        allowed_states=[r["name"] for r in rows if r["allowed"]],
+        disabled_states=[r["name"] for r in rows if not r["allowed"]],
+        measured_latency_us=measured,
+        sleep=decided if (sp["manage"] and p["state"] == "present") else None,
+        sleep_decided=decided,
+        sleep_reason=reason,
+        resume_measured_ms=resume,
+        cstates=cstates,
+        sleep_policy=sleep_res,
+    )
+    if module._diff:
+        result["diff"] = diff
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

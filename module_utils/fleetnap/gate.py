@@ -1,0 +1,398 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The C-state latency gate (module cpuidle_qos) as plan / apply / result steps.
+
+``cpuidle_qos`` is these three steps in a row; ``fleetnap_profile`` plans the gate and the sleep
+policy first (so bad input anywhere changes nothing) and then applies both, in one module call.
+
+    plan = plan_gate(module, params)      # reads, validates, decides, checks writability; may fail_json
+    changed = apply_gate(module, plan)    # writes (nothing in check mode); may fail_json
+    result = gate_result(module, plan, changed)   # the module's return values, diff included
+
+``params`` holds the keys of GATE_ARGS. Every failure before apply_gate() goes through
+``module.fail_json`` and leaves the host untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from ansible.module_utils.fleetnap.cpuidle import (
+    CPU_DIR, CpuidleError, cmdline_conflicts, disabled_map, plan_states, read_model, select_cpus,
+    state_names,
+)
+from ansible.module_utils.fleetnap.cpulist import format_cpulist
+from ansible.module_utils.fleetnap.prom import render
+from ansible.module_utils.fleetnap.persist import (
+    APPLY_CONFIG, APPLY_SCRIPT, APPLY_SCRIPT_TEXT, APPLY_UNIT, HOLD_SCRIPT, HOLD_SCRIPT_TEXT, HOLD_UNIT,
+    STATE_DIR, UnitSet, apply_config_text, apply_unit_text, hold_unit_text, read_cpu_dma_latency,
+)
+from ansible.module_utils.fleetnap.sysfs import (
+    HostFS, HostFsError, SysfsBatch, kernel_cmdline, remove_path, write_file_atomic,
+)
+
+ORIGINALS = STATE_DIR + "/cpuidle_qos.orig.json"
+GOVERNOR = CPU_DIR + "/cpuidle/current_governor"
+
+# The argument spec of cpuidle_qos (fleetnap_profile takes all but sysfs_root, state and
+# metrics_dir as the sub-options of its ``cstates`` option and those three at its top level).
+GATE_ARGS = dict(
+    max_latency_us=dict(type="float"),
+    measured_latency_us=dict(type="dict", default={}),
+    declared_latency_margin=dict(type="float", default=1.0),
+    combine=dict(type="str", choices=["measured", "worst"], default="measured"),
+    disable=dict(type="list", elements="str", default=[]),
+    enable=dict(type="list", elements="str", default=[]),
+    cpus=dict(type="raw"),
+    resume_latency_us=dict(type="int"),
+    global_latency_us=dict(type="int"),
+    governor=dict(type="str"),
+    persist=dict(type="bool", default=False),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    sysfs_root=dict(type="path", default="/"),
+    metrics_dir=dict(type="path"),
+)
+GATE_TOP_LEVEL = ("state", "sysfs_root", "metrics_dir")
+
+
+def _disable_path(cpu, index):
+    return "%s/cpu%d/cpuidle/state%d/disable" % (CPU_DIR, cpu, index)
+
+
+def _qos_path(cpu):
+    return "%s/cpu%d/power/pm_qos_resume_latency_us" % (CPU_DIR, cpu)
+
+
+def _originals(model):
+    """The values fleetnap may change, for every CPU: what state=absent restores."""
+    cpus = {}
+    for cpu in model["cpus"]:
+        cpus[str(cpu["cpu"])] = {
+            "states": dict((s["name"], s["disable"]) for s in cpu["states"]),
+            "pm_qos_resume_latency_us": cpu["pm_qos_resume_latency_us"],
+        }
+    return {"version": 1, "cpus": cpus, "governor": model["governor"]}
+
+
+def _other_managers(fs):
+    warnings = cmdline_conflicts(kernel_cmdline(fs))
+    profile = fs.read("/etc/tuned/active_profile")
+    if fs.exists("/run/tuned/tuned.pid") and profile:
+        warnings.append("tuned is running with profile %r: it may change C-state settings (force_latency, "
+                        "cpu_dma_latency) behind fleetnap's back; disable its [cpu] plugin or stop tuned"
+                        % profile)
+    return warnings
+
+
+def _hold_unit(fs, module, value):
+    return UnitSet(fs, module, HOLD_UNIT, [
+        (HOLD_SCRIPT, HOLD_SCRIPT_TEXT, 0o755),
+        ("/etc/systemd/system/" + HOLD_UNIT, hold_unit_text(sys.executable, value), 0o644),
+    ])
+
+
+def _apply_unit(fs, module, config_text):
+    return UnitSet(fs, module, APPLY_UNIT, [
+        (APPLY_SCRIPT, APPLY_SCRIPT_TEXT, 0o755),
+        (APPLY_CONFIG, config_text or "", 0o644),
+        ("/etc/systemd/system/" + APPLY_UNIT, apply_unit_text(sys.executable), 0o644),
+    ])
+
+
+def _installed_global(fs):
+    text = fs.read("/etc/systemd/system/" + HOLD_UNIT)
+    if not text:
+        return None
+    for line in text.splitlines():
+        if line.startswith("ExecStart="):
+            try:
+                return int(line.split()[-1])
+            except ValueError:
+                return None
+    return None
+
+
+def _views(model, cpus, fs):
+    return {
+        "disabled_cpus_per_state": disabled_map(model, cpus),
+        "pm_qos_resume_latency_us": dict(
+            (str(c["cpu"]), c["pm_qos_resume_latency_us"]) for c in model["cpus"] if c["cpu"] in cpus),
+        "governor": fs.read(GOVERNOR),
+        "global_latency_us": _installed_global(fs),
+        "persist": fs.exists("/etc/systemd/system/" + APPLY_UNIT),
+    }
+
+
+def _json(data):
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def read_gate_model(module, fs):
+    """The host's cpuidle model (fail_json when sysfs cannot be read), after warning about other managers."""
+    try:
+        model = read_model(fs)
+    except CpuidleError as exc:
+        module.fail_json(msg=str(exc))
+    for warning in _other_managers(fs):
+        module.warn(warning)
+    return model
+
+
+def plan_gate(module, p, model=None):
+    """Read, validate and decide; nothing is written. Returns the plan apply_gate() and gate_result() take."""
+    fs = HostFS(p["sysfs_root"])
+    if model is None:
+        model = read_gate_model(module, fs)
+    if p["state"] == "absent":
+        return _plan_absent(module, fs, model)
+
+    # Validate everything before deciding anything.
+    for key in ("resume_latency_us", "global_latency_us"):
+        if p[key] is not None and p[key] < 0:
+            module.fail_json(msg="%s must be >= 0 microseconds, got %d" % (key, p[key]))
+    if p["max_latency_us"] is not None and p["max_latency_us"] < 0:
+        module.fail_json(msg="max_latency_us must be >= 0 microseconds (or null for no limit), got %g"
+                         % p["max_latency_us"])
+    try:
+        cpus = select_cpus(model, p["cpus"])
+        rows = plan_states(model, max_latency_us=p["max_latency_us"], measured=p["measured_latency_us"],
+                           margin=p["declared_latency_margin"], disable=p["disable"], enable=p["enable"],
+                           combine=p["combine"], cpus=cpus)
+    except CpuidleError as exc:
+        module.fail_json(msg=str(exc))
+    if not state_names(model):
+        module.warn("no cpuidle states on this host (driver: %s): C-states cannot be limited here; "
+                    "resume_latency_us and global_latency_us still apply" % (model["driver"] or "none"))
+
+    allowed = dict((r["name"], r["allowed"]) for r in rows)
+    by_cpu = dict((c["cpu"], c) for c in model["cpus"])
+    batch = SysfsBatch(fs)
+    acted, skipped = [], []
+    for cpu in cpus:
+        info = by_cpu[cpu]
+        if not info["states"] and not info["online"]:
+            skipped.append(cpu)
+            continue
+        acted.append(cpu)
+        for state in info["states"]:
+            batch.add(_disable_path(cpu, state["index"]), "0" if allowed[state["name"]] else "1", state["disable"])
+        if p["resume_latency_us"] is not None:
+            if info["pm_qos_resume_latency_us"] is None:
+                module.fail_json(msg="resume_latency_us: %s does not exist; this kernel has no per-CPU PM QoS "
+                                     "(CONFIG_PM) — omit resume_latency_us" % fs.path(_qos_path(cpu)))
+            batch.add(_qos_path(cpu), p["resume_latency_us"], info["pm_qos_resume_latency_us"])
+    governor = model["governor"]
+    if p["governor"] is not None:
+        if p["governor"] not in model["available_governors"]:
+            module.fail_json(msg="governor: %r is not available on this host; available: %s"
+                             % (p["governor"], ", ".join(model["available_governors"]) or "none (no cpuidle)"))
+        batch.add(GOVERNOR, p["governor"], model["governor"])
+        governor = p["governor"]
+    if governor == "haltpoll" and not all(r["allowed"] for r in rows):
+        module.warn("the haltpoll cpuidle governor ignores per-state disables: the budget has no effect until "
+                    "the governor is switched (governor: menu)")
+    if skipped:
+        module.warn("offline CPU(s) %s have no cpuidle directory and were skipped; run again after bringing "
+                    "them online, or use persist: true" % format_cpulist(skipped))
+    try:
+        batch.check()
+    except HostFsError as exc:
+        module.fail_json(msg=str(exc))
+
+    hold = _hold_unit(fs, module, p["global_latency_us"] or 0)
+    if p["global_latency_us"] is not None:
+        hold_change = not hold.installed_matches() or hold.active() is False
+    else:
+        hold_change = hold.present()
+    managed = [r["name"] for r in rows]
+    config = apply_config_text(format_cpulist(acted), [r["name"] for r in rows if not r["allowed"]],
+                               managed, p["resume_latency_us"])
+    boot = _apply_unit(fs, module, config)
+    boot_change = (not boot.installed_matches()) if p["persist"] else boot.present()
+
+    return dict(
+        absent=False, p=p, fs=fs, model=model, rows=rows, cpus=cpus, acted=acted, skipped=skipped,
+        by_cpu=by_cpu, batch=batch, governor=governor, hold=hold, hold_change=hold_change, boot=boot,
+        changed=bool(len(batch)) or hold_change or boot_change, before=_views(model, cpus, fs),
+        applied=False,
+    )
+
+
+def apply_gate(module, plan):
+    """Write what plan_gate() decided (nothing in check mode); returns ``changed`` (metrics included)."""
+    if plan["absent"]:
+        return _apply_absent(module, plan)
+    p, fs, batch, hold = plan["p"], plan["fs"], plan["batch"], plan["hold"]
+    changed = plan["changed"]
+    if changed and not module.check_mode:
+        created_originals = False
+        try:
+            if not fs.exists(ORIGINALS):
+                write_file_atomic(fs, ORIGINALS, _json(_originals(plan["model"])), 0o600, module)
+                created_originals = True
+            batch.apply()
+        except (HostFsError, OSError, IOError) as exc:
+            if created_originals:
+                remove_path(fs, ORIGINALS)
+            module.fail_json(msg=str(exc))
+        plan["applied"] = True
+        plan["created_originals"] = created_originals
+        try:
+            if p["global_latency_us"] is not None:
+                hold.install(restart=plan["hold_change"])
+            else:
+                hold.remove()
+            if p["persist"]:
+                plan["boot"].install(restart=False)
+            else:
+                plan["boot"].remove()
+        except (OSError, IOError) as exc:
+            module.fail_json(msg="C-state limits were applied, but installing fleetnap's services failed: %s" % exc)
+
+    if p["metrics_dir"] and not module.check_mode:
+        changed = write_file_atomic(HostFS("/"), os.path.join(p["metrics_dir"], "fleetnap_cpuidle.prom"),
+                                    render(decision_metrics(plan["rows"], p, plan["acted"])), 0o644,
+                                    module) or changed
+    return changed
+
+
+def rollback_gate(plan):
+    """Write back the sysfs values apply_gate() changed (for a later step of the same call that failed).
+
+    Returns a list of error strings (empty when every value was restored). The original-values
+    record goes too when this call created it. Services the gate installed stay: they hold the same
+    limits and are replaced or removed by the next run.
+    """
+    if not plan.get("applied"):
+        return []
+    errors = plan["batch"]._rollback(plan["batch"].writes)
+    if not errors and plan.get("created_originals"):
+        remove_path(plan["fs"], ORIGINALS)
+    return errors
+
+
+def gate_result(module, plan, changed):
+    """The module's return values (the diff too when diff mode is on)."""
+    if plan["absent"]:
+        return _result_absent(module, plan, changed)
+    p, fs, rows, acted, by_cpu, cpus = plan["p"], plan["fs"], plan["rows"], plan["acted"], plan["by_cpu"], plan["cpus"]
+    result = dict(
+        changed=changed, driver=plan["model"]["driver"], governor=plan["governor"], states=rows,
+        cpus=format_cpulist(acted), skipped_cpus=format_cpulist(plan["skipped"]), writes=len(plan["batch"]),
+        global_latency_us=p["global_latency_us"], persist=p["persist"],
+    )
+    if fs.live:
+        result["cpu_dma_latency_us"] = read_cpu_dma_latency(fs)
+    if module._diff:
+        if changed and not module.check_mode:
+            after = _views(read_model(fs), cpus, fs)
+        else:
+            after = dict(plan["before"])
+            after["disabled_cpus_per_state"] = dict(
+                (r["name"], "" if r["allowed"] else format_cpulist(
+                    c for c in acted if any(s["name"] == r["name"] for s in by_cpu[c]["states"])))
+                for r in rows)
+            if p["resume_latency_us"] is not None:
+                after["pm_qos_resume_latency_us"] = dict(
+                    (str(c), p["resume_latency_us"] if c in acted else by_cpu[c]["pm_qos_resume_latency_us"])
+                    for c in cpus)
+            after["global_latency_us"] = p["global_latency_us"]
+            after["persist"] = p["persist"]
+            after["governor"] = plan["governor"]
+        result["diff"] = {"before": plan["before"], "after": after}
+    return result
+
+
+def _plan_absent(module, fs, model):
+    originals = fs.read_json(ORIGINALS)
+    batch = SysfsBatch(fs)
+    if originals:
+        for cpu in model["cpus"]:
+            saved = originals.get("cpus", {}).get(str(cpu["cpu"]))
+            if not saved:
+                continue
+            for state in cpu["states"]:
+                old = saved.get("states", {}).get(state["name"])
+                if old is not None:
+                    batch.add(_disable_path(cpu["cpu"], state["index"]), old, state["disable"])
+            qos = saved.get("pm_qos_resume_latency_us")
+            if qos is not None and cpu["pm_qos_resume_latency_us"] is not None:
+                batch.add(_qos_path(cpu["cpu"]), qos, cpu["pm_qos_resume_latency_us"])
+        if originals.get("governor") and model["governor"]:
+            batch.add(GOVERNOR, originals["governor"], model["governor"])
+    hold = _hold_unit(fs, module, 0)
+    boot = _apply_unit(fs, module, None)
+    units_present = hold.present() or boot.present()
+    all_cpus = [c["cpu"] for c in model["cpus"]]
+    return dict(
+        absent=True, fs=fs, model=model, originals=originals, batch=batch, hold=hold, boot=boot,
+        all_cpus=all_cpus, changed=bool(len(batch)) or units_present or originals is not None,
+        before=_views(model, all_cpus, fs), applied=False,
+    )
+
+
+def _apply_absent(module, plan):
+    fs = plan["fs"]
+    if plan["changed"] and not module.check_mode:
+        try:
+            plan["batch"].apply()
+        except HostFsError as exc:
+            module.fail_json(msg="restoring the kernel's original C-state settings failed: %s" % exc)
+        plan["applied"] = True
+        plan["hold"].remove()
+        plan["boot"].remove()
+        remove_path(fs, ORIGINALS)
+    return plan["changed"]
+
+
+def _result_absent(module, plan, changed):
+    fs, originals, all_cpus = plan["fs"], plan["originals"], plan["all_cpus"]
+    after_model = read_model(fs) if (changed and not module.check_mode) else None
+    result = dict(changed=changed, driver=plan["model"]["driver"], restored=originals is not None,
+                  writes=len(plan["batch"]), cpus=format_cpulist(all_cpus), skipped_cpus="",
+                  global_latency_us=None, persist=False, states=[])
+    if module._diff:
+        before = plan["before"]
+        if after_model is not None:
+            after = _views(after_model, all_cpus, fs)
+        else:
+            after = dict(before, global_latency_us=None, persist=False)
+            if originals:
+                # A fresh dict: the before view must not change with the after view.
+                after["disabled_cpus_per_state"] = dict(before["disabled_cpus_per_state"])
+                for name in after["disabled_cpus_per_state"]:
+                    after["disabled_cpus_per_state"][name] = format_cpulist(
+                        int(c) for c, saved in originals["cpus"].items() if saved["states"].get(name))
+        result["diff"] = {"before": before, "after": after}
+    return result
+
+
+def decision_metrics(rows, p, cpus):
+    def per_state(key, scale=1.0):
+        return [{"labels": {"state": r["name"]}, "value": r[key] * scale} for r in rows if r[key] is not None]
+    metrics = [
+        {"name": "fleetnap_cstate_allowed", "help": "1 if the latency gate allows the idle state.",
+         "samples": [{"labels": {"state": r["name"]}, "value": 1 if r["allowed"] else 0} for r in rows]},
+        {"name": "fleetnap_cstate_declared_latency_seconds", "help": "Exit latency the cpuidle driver declares.",
+         "samples": per_state("declared_us", 1e-6)},
+        {"name": "fleetnap_cstate_effective_latency_seconds",
+         "help": "Exit latency the gate compared with the budget (measured, or declared x margin).",
+         "samples": per_state("effective_us", 1e-6)},
+        {"name": "fleetnap_cstate_measured_latency_seconds", "help": "Worst measured wake latency per state.",
+         "samples": per_state("measured_us", 1e-6)},
+    ]
+    if p["max_latency_us"] is not None:
+        metrics.append({"name": "fleetnap_cpuidle_budget_seconds", "help": "The CPU wake-up latency budget.",
+                        "samples": [{"labels": {}, "value": p["max_latency_us"] * 1e-6}]})
+    if p["resume_latency_us"] is not None:
+        metrics.append({"name": "fleetnap_pm_qos_resume_latency_seconds",
+                        "help": "Per-CPU PM QoS resume latency set by fleetnap (0 = no constraint).",
+                        "samples": [{"labels": {"cpu": str(c)}, "value": p["resume_latency_us"] * 1e-6} for c in cpus]})
+    if p["global_latency_us"] is not None:
+        metrics.append({"name": "fleetnap_cpu_dma_latency_seconds",
+                        "help": "Global CPU wake-up latency limit held on /dev/cpu_dma_latency.",
+                        "samples": [{"labels": {}, "value": p["global_latency_us"] * 1e-6}]})
+    return metrics

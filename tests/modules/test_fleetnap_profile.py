@@ -1,0 +1,216 @@
+"""fleetnap_profile (the gate and the sleep policy in one call) on captured machines.
+
+The oracle is the two modules it replaces: cpuidle_qos + sleep_policy run on a second copy of
+the same machine must leave exactly the same tree (sysfs, fleetnap's records and files).
+"""
+
+import json
+
+import pytest
+
+from conftest import materialize, snapshot_tree
+from datasets import disabled_on_disk, expected_disabled
+
+FACT = "etc/ansible/facts.d/fleetnap.fact"
+TARGETS = ["hibernate.target", "hybrid-sleep.target", "sleep.target", "suspend-then-hibernate.target",
+           "suspend.target"]
+
+
+def machine(tmp_path, dataset="ivbep1", states="freeze mem disk", mem_sleep="s2idle [deep]", stored=None):
+    """A captured machine plus a /sys/power tree (and optionally stored measurements)."""
+    root = materialize(dataset, tmp_path)
+    power = root / "sys/power"
+    power.mkdir(parents=True, exist_ok=True)
+    (power / "state").write_text(states + "\n")
+    (power / "mem_sleep").write_text(mem_sleep + "\n")
+    if stored is not None:
+        (root / FACT).parent.mkdir(parents=True, exist_ok=True)
+        (root / FACT).write_text(stored if isinstance(stored, str) else json.dumps(stored))
+    return root
+
+
+def profile(module_runner, root, check=False, diff=False, **args):
+    args.setdefault("sysfs_root", str(root))
+    return module_runner("fleetnap_profile", args, check=check, diff=diff)
+
+
+@pytest.mark.parametrize("dataset,budget,resume_budget,want_sleep", [
+    ("ivbep1", 20, None, "deep"),
+    ("spr1", 2, 0, "s2idle"),     # budget 0 ms, nothing measured: S3 not allowed
+    ("rome0", 50, None, "deep"),
+])
+def test_same_end_state_as_the_two_modules(dataset, budget, resume_budget, want_sleep, tmp_path, module_runner):
+    one = machine(tmp_path / "one", dataset)
+    two = machine(tmp_path / "two", dataset)
+    pristine = snapshot_tree(one / "sys")
+    args = {"cstates": {"max_latency_us": budget, "declared_latency_margin": 1.5},
+            "sleep": {"resume_budget_ms": resume_budget}}
+    res = profile(module_runner, one, **args)
+    assert not res.failed, res.get("msg")
+    assert res.changed and res["sleep"] == want_sleep
+    assert disabled_on_disk(one, dataset) == expected_disabled(dataset, budget, margin=1.5)
+    # The two modules by hand, on the other copy.
+    gate = module_runner("cpuidle_qos", {"max_latency_us": budget, "declared_latency_margin": 1.5,
+                                          "sysfs_root": str(two)})
+    sleep = module_runner("sleep_policy", {"allow": want_sleep, "sysfs_root": str(two)})
+    assert not gate.failed and not sleep.failed
+    assert snapshot_tree(one) == snapshot_tree(two)
+    assert res["states"] == gate["states"] and res["cstates"]["writes"] == gate["writes"]
+    assert res["disabled_states"] == [s["name"] for s in gate["states"] if not s["allowed"]]
+    assert res["sleep_policy"]["mem_sleep"] == sleep["mem_sleep"]
+    # Idempotent; absent restores the capture.
+    again = profile(module_runner, one, **args)
+    assert not again.changed and again["cstates"]["writes"] == 0
+    res = profile(module_runner, one, state="absent")
+    assert res.changed and res["sleep"] is None and res["states"] == []
+    restored = snapshot_tree(one / "sys")
+    # A prepared tree holds the word written, the kernel would show "s2idle [deep]" again.
+    assert restored.pop("power/mem_sleep") in (b"deep", pristine.pop("power/mem_sleep"))
+    assert restored == pristine
+    assert not (one / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
+    assert not (one / "etc/systemd/sleep.conf.d/fleetnap.conf").exists()
+
+
+def test_stored_measurements_are_used_and_given_ones_win(tmp_path, module_runner):
+    stored = {"wake_latency_us": {"C1": 15.0, "C1E": 30.0, "C9": 1.0},   # C9: not a state of ivbep1
+              "resume": {"end_to_end_ms": 800, "kernel_ms": 142.6}}
+    root = machine(tmp_path / "r", stored=stored)
+    # ivbep1 declares C1 1 us, C1E 10 us: the stored values decide; C1E is given -> 5 us wins.
+    res = profile(module_runner, root, cstates={"max_latency_us": 10, "measured_latency_us": {"C1E": 5}},
+                  sleep={"resume_budget_ms": 500})
+    assert not res.failed, res.get("msg")
+    assert res["measured_latency_us"] == {"C1": 15.0, "C1E": 5}
+    assert res["disabled_states"] == ["C1", "C3", "C6"] and res["allowed_states"] == ["POLL", "C1E"]
+    assert disabled_on_disk(root, "ivbep1") == expected_disabled("ivbep1", 10, measured={"C1": 15.0, "C1E": 5})
+    assert (res["sleep"], res["sleep_reason"], res["resume_measured_ms"]) == \
+        ("s2idle", "resume 800 ms > budget 500 ms", 800)
+    assert (root / "sys/power/mem_sleep").read_text().strip() == "s2idle"
+    (root / "sys/power/mem_sleep").write_text("[s2idle] deep\n")   # as the kernel shows it after the write
+    # The kernel's resume time fits: S3.
+    res = profile(module_runner, root, cstates={"max_latency_us": 10, "measured_latency_us": {"C1E": 5}},
+                  sleep={"resume_budget_ms": 500, "resume_metric": "kernel"})
+    assert (res["sleep"], res["sleep_reason"]) == ("deep", "resume 142.6 ms <= budget 500 ms")
+    assert res.changed and (root / "sys/power/mem_sleep").read_text().strip() == "deep"
+    # A given resume latency wins over the stored one.
+    (root / "sys/power/mem_sleep").write_text("s2idle [deep]\n")
+    res = profile(module_runner, root, cstates={"max_latency_us": 10}, sleep={"resume_budget_ms": 500,
+                  "resume_measured_ms": 501})
+    assert (res["sleep"], res["sleep_reason"]) == ("s2idle", "resume 501 ms > budget 500 ms")
+    assert res["measured_latency_us"] == {"C1": 15.0, "C1E": 30.0}
+    assert res["disabled_states"] == ["C1", "C1E", "C3", "C6"]
+
+
+@pytest.mark.parametrize("states,mem_sleep,sleep,want,reason", [
+    ("freeze", "[s2idle]", {"resume_budget_ms": 500, "resume_measured_ms": 10}, "s2idle",
+     "S3 not offered by this host"),
+    ("freeze mem", "s2idle [deep]", {"resume_budget_ms": 500}, "s2idle",
+     "resume latency not measured yet (run measure_resume.yml)"),
+    ("freeze mem", "s2idle [deep]", {"resume_budget_ms": 5, "resume_measured_ms": 9, "fallback": "none"}, "none",
+     "resume 9 ms > budget 5 ms"),
+    ("freeze mem", "s2idle [deep]", {}, "deep", "no resume budget"),
+])
+def test_sleep_decision_in_check_mode(states, mem_sleep, sleep, want, reason, tmp_path, module_runner):
+    root = machine(tmp_path / "r", states=states, mem_sleep=mem_sleep)
+    before = snapshot_tree(root)
+    res = profile(module_runner, root, check=True, diff=True, cstates={"max_latency_us": 20}, sleep=sleep)
+    assert not res.failed, res.get("msg")
+    assert (res["sleep"], res["sleep_reason"]) == (want, reason)
+    assert snapshot_tree(root) == before and not (root / "etc/systemd").exists()
+    after = res["diff"]["after"]
+    assert after["cstates"]["disabled_cpus_per_state"]["C6"] == "0-47"
+    assert after["sleep"]["masked_targets"] == (TARGETS if want == "none" else [])
+
+
+def test_check_mode_diff_matches_the_real_run(tmp_path, module_runner):
+    root = machine(tmp_path / "r")
+    args = {"cstates": {"max_latency_us": 20, "resume_latency_us": 20}, "sleep": {"resume_budget_ms": 0,
+            "fallback": "none"}}
+    before = snapshot_tree(root)
+    plan = profile(module_runner, root, check=True, diff=True, **args)
+    assert plan.changed and snapshot_tree(root) == before
+    assert set(plan["diff"]["before"]) == set(plan["diff"]["after"]) == {"cstates", "sleep"}
+    assert plan["diff"]["before"]["sleep"]["masked_targets"] == []
+    real = profile(module_runner, root, diff=True, **args)
+    assert real.changed and real["diff"] == plan["diff"]
+    assert real["sleep"] == "none" and real["sleep_policy"]["masked_targets"] == TARGETS
+    assert (root / "sys/devices/system/cpu/cpu5/power/pm_qos_resume_latency_us").read_text().strip() == "20"
+    again = profile(module_runner, root, check=True, diff=True, **args)
+    assert not again.changed
+
+
+def test_sleep_unmanaged_and_metrics(tmp_path, module_runner):
+    root = machine(tmp_path / "r")
+    metrics = tmp_path / "textfile"
+    res = profile(module_runner, root, cstates={"max_latency_us": 20}, sleep={"manage": False},
+                  metrics_dir=str(metrics))
+    assert not res.failed, res.get("msg")
+    assert res["sleep"] is None and res["sleep_policy"] == {} and res["sleep_reason"] == "no resume budget"
+    assert (root / "sys/power/mem_sleep").read_text().strip() == "s2idle [deep]"
+    assert 'fleetnap_cstate_allowed{state="C6"} 0' in (metrics / "fleetnap_cpuidle.prom").read_text()
+    assert not (metrics / "fleetnap_sleep_policy.prom").exists()
+    res = profile(module_runner, root, cstates={"max_latency_us": 20}, metrics_dir=str(metrics))
+    assert res.changed and (metrics / "fleetnap_sleep_policy.prom").exists()
+
+
+def _unchanged_after_failure(module_runner, root, match, **args):
+    before = snapshot_tree(root)
+    res = profile(module_runner, root, **args)
+    assert res.failed and match in res["msg"], res.get("msg")
+    assert snapshot_tree(root) == before
+    assert not (root / "var/lib/fleetnap").exists() and not (root / "etc/systemd").exists()
+    return res
+
+
+@pytest.mark.parametrize("args,match", [
+    ({"cstates": {"max_latency_us": 20, "disable": ["C7"]}, "sleep": {"resume_budget_ms": 100}},
+     "unknown state(s) C7"),
+    ({"cstates": {"max_latency_us": -1}}, "max_latency_us must be >= 0"),
+    ({"cstates": {"max_latency_us": 20}, "sleep": {"resume_budget_ms": -5}}, "resume_budget_ms must be >= 0"),
+    ({"cstates": {"max_latency_us": 20}, "sleep": {"resume_budget_ms": "soon"}},
+     "sleep.resume_budget_ms must be a number"),
+    ({"cstates": {"max_latency_us": 20, "cpus": "40-63"}}, "CPU(s) 48-63 do not exist"),
+])
+def test_bad_input_changes_nothing(args, match, tmp_path, module_runner):
+    _unchanged_after_failure(module_runner, machine(tmp_path / "r"), match, **args)
+
+
+def test_bad_stored_measurements_change_nothing(tmp_path, module_runner):
+    root = machine(tmp_path / "r", stored="{not json")
+    res = _unchanged_after_failure(module_runner, root, "does not hold a JSON object",
+                                   cstates={"max_latency_us": 20})
+    assert str(root / FACT) in res["msg"]
+    root = machine(tmp_path / "s", stored={"resume": {"end_to_end_ms": "slow"}})
+    _unchanged_after_failure(module_runner, root, "resume.end_to_end_ms must be a number",
+                             cstates={"max_latency_us": 20}, sleep={"resume_budget_ms": 10})
+
+
+def test_sleep_part_failing_its_plan_stops_the_gate_too(tmp_path, module_runner):
+    """The gate would change 96 files; the sleep part cannot write mem_sleep: nothing is written."""
+    root = machine(tmp_path / "r", mem_sleep="[s2idle] deep")
+    (root / "sys/power/mem_sleep").chmod(0o444)
+    res = _unchanged_after_failure(module_runner, root, "read-only", cstates={"max_latency_us": 20})
+    assert "mem_sleep" in res["msg"]
+    # S3 asked where the host offers none is refused before the gate writes, too.
+    root = machine(tmp_path / "s", states="mem", mem_sleep="[s2idle]")
+    with_s2idle_only = snapshot_tree(root)
+    res = profile(module_runner, root, cstates={"max_latency_us": 20}, sleep={"fallback": "none"})
+    assert not res.failed and res["sleep"] == "none" and res["sleep_reason"] == "S3 not offered by this host"
+    assert snapshot_tree(root / "sys/power") == {k[len("sys/power/"):]: v for k, v in with_s2idle_only.items()
+                                                 if k.startswith("sys/power/")}
+
+
+def test_failure_while_writing_the_sleep_part_rolls_the_gate_back(tmp_path, module_runner):
+    """A fault after the plan: the drop-in directory is a file. The C-state writes are undone."""
+    root = machine(tmp_path / "r", mem_sleep="[s2idle] deep")
+    (root / "etc/systemd").mkdir(parents=True)
+    (root / "etc/systemd/sleep.conf.d").write_text("in the way\n")
+    before = snapshot_tree(root)
+    res = profile(module_runner, root, cstates={"max_latency_us": 20})
+    assert res.failed and "applying the sleep policy failed" in res["msg"], res.get("msg")
+    assert "were rolled back" in res["msg"]
+    after = snapshot_tree(root)
+    # mem_sleep got the word written back ("s2idle"); the kernel would show "[s2idle] deep" again.
+    assert after.pop("sys/power/mem_sleep") == b"s2idle" and before.pop("sys/power/mem_sleep") == b"[s2idle] deep"
+    assert {k: v for k, v in after.items() if k.startswith("sys/")} == \
+        {k: v for k, v in before.items() if k.startswith("sys/")}
+    assert not (root / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
