@@ -359,11 +359,14 @@ def kill_pids(pids: list[int], timeout: float = 5.0) -> None:
         raise SimError("processes %s did not exit after SIGKILL" % pids)
 
 
-def stop_host_processes(h: dict) -> None:
-    """Every process in the host's network namespace (sshd, its sessions, module runs)."""
-    pids = set(netns_pids(h["netns"])) if h.get("netns") else set()
-    if sshd_alive(h):
-        pids.add(h["pid"])
+def stop_host_processes(hosts: list[dict]) -> None:
+    """Every process in the hosts' network namespaces (sshd, its sessions, module runs)."""
+    pids = set()
+    for h in hosts:
+        if h.get("netns"):
+            pids.update(netns_pids(h["netns"]))
+        if sshd_alive(h):
+            pids.add(h["pid"])
     kill_pids(sorted(pids))
     # Reap our own children (a host started by this process).
     with contextlib.suppress(ChildProcessError):
@@ -564,7 +567,7 @@ def up(cfg: Settings, count: int) -> dict:
 
 
 def stop_host(cfg: Settings, h: dict) -> None:
-    stop_host_processes(h)
+    stop_host_processes([h])
     if h["netns"] in existing_netns(cfg):
         run(["ip", "netns", "del", h["netns"]])
     if link_exists(h["veth"]):
@@ -635,15 +638,7 @@ def reset(cfg: Settings, only: list[str]) -> dict:
     if unknown:
         raise SimError("unknown host(s) %s; hosts are %s..%s" % (", ".join(sorted(unknown)),
                                                               table["hosts"][0]["name"], table["hosts"][-1]["name"]))
-    pids = set()
-    for h in hosts:
-        pids.update(netns_pids(h["netns"]))
-        if sshd_alive(h):
-            pids.add(h["pid"])
-    kill_pids(sorted(pids))
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
+    stop_host_processes(hosts)
     for h in hosts:
         h["pid"] = start_host(cfg, h)
     save_table(cfg, table)

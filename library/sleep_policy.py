@@ -13,7 +13,10 @@ description:
   - V(deep) (alias V(mem)) allows suspend-to-RAM (ACPI S3); V(s2idle) allows only suspend-to-idle;
     V(none) forbids system sleep.
   - Sets C(/sys/power/mem_sleep) now, writes a systemd-sleep drop-in
-    (C(/etc/systemd/sleep.conf.d/fleetnap.conf)) so C(systemctl suspend) uses the same state, and
+    (C(/etc/systemd/sleep.conf.d/fleetnap.conf)) so C(systemctl suspend) uses the same state
+    (C(SuspendState=mem) or C(freeze); C(MemorySleepMode=) for systemd 256 and later, which sets
+    mem_sleep itself; no C(SuspendMode=), which systemd before 256 writes to C(/sys/power/disk) and
+    refuses to suspend when that file does not offer the value), and
     with V(none) masks the systemd sleep targets (as C(systemctl mask) does, a link to
     C(/dev/null)), so nothing suspends the host behind the service's back.
   - Asking for a state the host does not offer fails and changes nothing.

@@ -287,6 +287,21 @@ def _usage(fs, cpu, states):
                 for s in states)
 
 
+def hold_lock(module, result):
+    """One measurement per host at a time: take LOCK exclusively, without waiting, or fail.
+
+    The descriptor is deliberately left open: the lock is held until the module process exits.
+    """
+    lock_fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (IOError, OSError):
+        os.close(lock_fd)
+        module.fail_json(msg="another wake-latency measurement holds %s on this host; wait for it to finish"
+                         % LOCK, **result)
+    return lock_fd
+
+
 def _stop_children():
     """SIGTERM this process's own children (the running timeout + cyclictest) before exiting."""
     me = str(os.getpid())
@@ -432,12 +447,7 @@ def main():
         result["states"] = rows
         module.exit_json(**result)
 
-    lock_fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (IOError, OSError):
-        module.fail_json(msg="another wake-latency measurement holds %s on this host; wait for it to finish"
-                         % LOCK, **result)
+    hold_lock(module, result)
 
     restorer = Restorer(fs)
 
@@ -557,12 +567,7 @@ def idle_loop(module, fs, model):
     if module.check_mode:
         module.exit_json(**result)
     timeout_bin = module.get_bin_path("timeout", required=True)
-    lock_fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (IOError, OSError):
-        module.fail_json(msg="another wake-latency measurement holds %s on this host; wait for it to finish"
-                         % LOCK, **result)
+    hold_lock(module, result)
     argv = cyclictest_argv(cyclictest, cpu, p["interval_us"], p["loops"], p["priority"])
     limit = int(p["loops"] * p["interval_us"] / 1e6 * 3) + 30
     rc, out, err = module.run_command([timeout_bin, "--kill-after=5", str(limit)] + argv,

@@ -30,8 +30,8 @@ DROP_IN = "/etc/systemd/sleep.conf.d/fleetnap.conf"
 ORIGINALS = STATE_DIR + "/sleep_policy.orig.json"
 
 DROP_IN_TEXT = {
-    "deep": "SuspendState=mem\nSuspendMode=deep\nMemorySleepMode=deep\n",
-    "s2idle": "SuspendState=freeze\nSuspendMode=s2idle\nMemorySleepMode=s2idle\n",
+    "deep": "SuspendState=mem\nMemorySleepMode=deep\n",
+    "s2idle": "SuspendState=freeze\nMemorySleepMode=s2idle\n",
     "none": "AllowSuspend=no\nAllowHibernation=no\nAllowSuspendThenHibernate=no\nAllowHybridSleep=no\n",
 }
 
@@ -48,7 +48,9 @@ SLEEP_REQUIRED_IF = [("state", "present", ["allow"])]
 
 def drop_in_text(allow):
     return ("# Installed by fleetnap (sleep_policy allow=%s).\n"
-            "# SuspendMode= is read by systemd < 256, MemorySleepMode= by systemd >= 256.\n"
+            "# MemorySleepMode= is read by systemd >= 256 (older ones ignore it; the module writes\n"
+            "# /sys/power/mem_sleep itself). No SuspendMode=: systemd < 256 writes that to\n"
+            "# /sys/power/disk and refuses to suspend when the value is not offered there.\n"
             "[Sleep]\n%s" % (allow, DROP_IN_TEXT[allow]))
 
 

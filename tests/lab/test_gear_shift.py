@@ -96,6 +96,14 @@ def metrics(state_dir):
     return (Path(state_dir) / "metrics" / "fleetnap_gear.prom").read_text()
 
 
+def sleep_policy(hosts, args):
+    """fleetnap's own sleep_policy module on the guests (ad hoc, as an operator's profile would)."""
+    cmd = [str(Path(sys.executable).parent / "ansible"), "-i", str(REPO / "inventories/lab"), ",".join(hosts),
+           "-b", "-m", "sleep_policy", "-a", args]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=600)
+
+
 def power_of(lab, name):
     """What the lab says: running / suspended (QMP) or off (BMC)."""
     return lab.qmp_status(name) if lab.power(name) == "on" else "off"
@@ -140,6 +148,22 @@ def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path):
             "  delegate_to: localhost\n  changed_when: true\n" % (kind, kind, hooks))
     hook_args = ["-e", "gear_drain_tasks=%s" % (tmp_path / "drain.yml"),
                  "-e", "gear_undrain_tasks=%s" % (tmp_path / "undrain.yml")]
+    # The hosts that sleep run fleetnap's own sleep policy (S3 allowed, its systemd drop-in in
+    # place): what an operator has after apply_profile. systemd 252 refused to suspend under the
+    # drop-in fleetnap wrote before (SuspendMode=deep goes to /sys/power/disk there).
+    proc = sleep_policy(down, "allow=deep")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    try:
+        _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args)
+    finally:
+        _restore_all(lab)
+        undo = sleep_policy(down, "state=absent")
+    assert undo.returncode == 0, undo.stdout[-3000:]
+
+
+def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args):
+    for name in down:
+        assert "SuspendState=mem" in lab.ssh(name, "cat /etc/systemd/sleep.conf.d/fleetnap.conf").stdout
 
     # Check mode: the plan is printed, nothing changes, nothing is written.
     proc = shift(lab, sd, "-e", "gear=1", *hook_args, check=True)
@@ -340,3 +364,51 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     assert all(power_of(lab, n) == "suspended" for n in down)
     proc = shift(lab, sd, "-e", "gear=3")
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_host_that_cannot_suspend_fails_at_once_and_the_shift_stops(all_running, tmp_path):
+    """suspend.target masked on one guest: the precheck in gear_member's suspend command refuses at
+    once (not after gear_down_timeout_s = 120 s of waiting for silence), the guest stays up, and the
+    shift powers nothing down after it (one host per batch: the hosts before it in the plan sleep)."""
+    lab = all_running
+    sd = tmp_path / "gear"
+    on1, off1 = today_groups(1)
+    down = hosts_in(lab, off1)   # sorted = inventory order = the order of the one-host batches
+    assert len(down) >= 3
+    victim = down[1]
+    before, after = down[:1], down[2:]
+    unit = "/etc/systemd/system/suspend.target"
+    lab.ssh(victim, "test ! -e %s && test ! -L %s" % (unit, unit))   # nothing there of anyone else's
+    try:
+        lab.ssh(victim, "ln -s /dev/null %s && systemctl daemon-reload" % unit)
+        assert lab.ssh(victim, "systemctl is-enabled suspend.target || true").stdout.strip() == "masked"
+        proc = shift(lab, sd, "-e", "gear=1", "-e", "gear_batch_size=1")
+        assert proc.returncode != 0, proc.stdout[-4000:]
+        out = proc.stdout + proc.stderr
+        reason = "cannot suspend: suspend.target is masked (%s -> /dev/null)" % unit
+        assert reason in out
+        st = state(sd)
+        assert st["result"] == "failed" and "%s: %s" % (victim, reason) in st["reason"]
+        acts = {a["host"]: a for a in st["actions"]}
+        assert sorted(acts) == sorted(before + [victim])   # nobody after it was even tried
+        bad = acts[victim]
+        assert bad["ok"] is False and bad["action"] == "down" and bad["method"] == "suspend"
+        assert bad["state"] == "on" and bad["msg"].startswith(reason)
+        # At once: one SSH command (about a second under TCG), far below the 120 s down timeout.
+        assert float(bad["elapsed_s"]) < 30, bad
+        # The refused guest is up and answering (nothing was scheduled: still running seconds later).
+        time.sleep(3)
+        assert power_of(lab, victim) == "running" and st["hosts"][victim]["state"] == "on"
+        assert lab.ssh(victim, "cat /proc/uptime").stdout.split()
+        for name in before:
+            assert acts[name]["ok"] and power_of(lab, name) == "suspended" and st["hosts"][name]["state"] == "asleep"
+        # Nothing more went down than the hosts before it in the plan.
+        assert sorted(n for n in ALL if power_of(lab, n) != "running") == before
+        assert all(st["hosts"][n]["state"] == "on" for n in after + hosts_in(lab, on1))
+        assert 'fleetnap_gear_shift_last_result{result="failed"} 1' in metrics(sd)
+        assert not (sd / "shift.lock").exists()
+    finally:
+        lab.restore(victim)   # in case it went to sleep after all: wake it to unmask
+        lab.ssh(victim, 'if [ "$(readlink %s)" = /dev/null ]; then rm -f %s; fi; systemctl daemon-reload' % (unit, unit),
+                check=False)
+    assert lab.ssh(victim, "systemctl is-enabled suspend.target || true").stdout.strip() != "masked"

@@ -1,0 +1,281 @@
+"""The suspend precheck of role gear_member (roles/gear_member/templates/suspend.sh.j2), run for real.
+
+The role sends the rendered template as one raw command (``/bin/sh -c``). Here the same template is
+rendered by Ansible's own template lookup (one ``ansible`` run for the whole module), with every
+path under a fake root, a given systemd version and ``echo SCHEDULED`` in place of the
+``systemd-run ... systemctl suspend`` that vars/main.yml puts there, and run with ``/bin/sh``
+against trees built like the ones fleetnap's sleep_policy leaves (its own drop-in text, its
+/dev/null masks). A refusal must print one line naming what and where, exit 3, schedule nothing
+and write nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible.module_utils.fleetnap.sleeppolicy import DROP_IN, drop_in_text
+from conftest import REPO, run_module, snapshot_tree
+
+ROLE = REPO / "roles" / "gear_member"
+TEMPLATE = ROLE / "templates" / "suspend.sh.j2"
+# (suspend mode, systemd version) -> one rendering; 252 is Debian 12's systemd.
+VARIANTS = [("deep", "252"), ("any", "252"), ("deep", "256"), ("any", "256")]
+
+
+@pytest.fixture(scope="module")
+def scripts(tmp_path_factory):
+    base = tmp_path_factory.mktemp("precheck")
+    root = base / "root"
+    lookups = []
+    for mode, systemd in VARIANTS:
+        tvars = {"__gear_member_precheck_root": str(root), "__gear_member_precheck_systemd": systemd,
+                 "gear_member_suspend_mode": mode, "__gear_member_suspend_command": "echo SCHEDULED"}
+        lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
+                       % (json.dumps(str(TEMPLATE)), json.dumps(tvars)))
+    result = run_module("ansible.builtin.debug", {"msg": "{{ [%s] }}" % ", ".join(lookups)}, tmp_path=base)
+    assert not result.failed and len(result["msg"]) == len(VARIANTS), result
+    return root, dict(zip(VARIANTS, result["msg"]))
+
+
+def build(root: Path, state="freeze mem disk", mem_sleep="s2idle [deep]",
+          disk="[platform] shutdown reboot suspend test_resume"):
+    """A host as sysfs and /etc show it; None leaves a file out."""
+    if root.exists():
+        shutil.rmtree(root)
+    power = root / "sys" / "power"
+    power.mkdir(parents=True)
+    for name, value in (("state", state), ("mem_sleep", mem_sleep), ("disk", disk)):
+        if value is not None:
+            (power / name).write_text(value + "\n")
+    (root / "etc" / "systemd" / "system").mkdir(parents=True)
+    (root / "etc" / "systemd" / "sleep.conf.d").mkdir(parents=True)
+    (root / "etc" / "systemd" / "sleep.conf").write_text("[Sleep]\n#AllowSuspend=yes\n#SuspendState=mem standby freeze\n")
+    return root
+
+
+def put(root: Path, path: str, text: str) -> Path:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target
+
+
+def run(scripts, mode="deep", systemd="252"):
+    root, texts = scripts
+    before = snapshot_tree(root)
+    links_before = sorted(str(p) for p in root.rglob("*") if p.is_symlink())
+    proc = subprocess.run(["/bin/sh", "-c", texts[(mode, systemd)]], capture_output=True, text=True, timeout=30,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+    assert snapshot_tree(root) == before   # the precheck reads, never writes
+    assert sorted(str(p) for p in root.rglob("*") if p.is_symlink()) == links_before
+    assert proc.stderr == "", proc.stderr
+    return proc
+
+
+def refused(proc, *words):
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 3 and len(lines) == 1 and lines[0].startswith("cannot suspend: "), proc.stdout
+    assert "SCHEDULED" not in proc.stdout
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    return lines[0]
+
+
+def scheduled(proc):
+    assert proc.returncode == 0 and proc.stdout == "SCHEDULED\n", (proc.returncode, proc.stdout)
+
+
+def test_the_role_sends_this_template_with_the_real_suspend_after_it():
+    down = yaml.safe_load((ROLE / "tasks" / "down.yml").read_text())
+    raw = [t for t in down if "ansible.builtin.raw" in t]
+    assert len(raw) == 1
+    assert raw[0]["ansible.builtin.raw"] == "{{ lookup('ansible.builtin.template', 'suspend.sh.j2') }}"
+    assert raw[0]["args"] == {"executable": "/bin/sh"}
+    internals = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    assert internals["__gear_member_precheck_root"] == "" and internals["__gear_member_precheck_systemd"] == ""
+    assert internals["__gear_member_suspend_command"].startswith("systemd-run ")
+    assert internals["__gear_member_suspend_command"].endswith(" /usr/bin/systemctl suspend")
+    assert TEMPLATE.read_text().rstrip().endswith("{{ __gear_member_suspend_command }}")
+
+
+@pytest.mark.parametrize("mode", ["deep", "any"])
+def test_a_host_that_can_suspend_to_s3_gets_the_suspend(scripts, mode):
+    build(scripts[0])
+    scheduled(run(scripts, mode))
+
+
+@pytest.mark.parametrize("unit", ["sleep.target", "suspend.target", "systemd-suspend.service"])
+def test_masked_unit_refuses_naming_unit_and_link(scripts, unit):
+    root = build(scripts[0])
+    link = root / "etc/systemd/system" / unit
+    link.symlink_to("/dev/null")
+    line = refused(run(scripts, "any"), "%s is masked (%s -> /dev/null)" % (unit, link))
+    assert line.endswith(")")
+
+
+def test_runtime_mask_and_empty_unit_file_count_as_masked(scripts):
+    root = build(scripts[0])
+    (root / "run/systemd/system").mkdir(parents=True)
+    (root / "run/systemd/system/suspend.target").symlink_to("/dev/null")
+    refused(run(scripts), "suspend.target is masked (%s/run/systemd/system/suspend.target -> /dev/null)" % root)
+    root = build(scripts[0])
+    put(root, "/etc/systemd/system/sleep.target", "")
+    refused(run(scripts), "sleep.target is masked (%s/etc/systemd/system/sleep.target is empty)" % root)
+
+
+def test_units_that_are_not_masks_pass(scripts):
+    root = build(scripts[0])
+    put(root, "/etc/systemd/system/suspend.target", "[Unit]\nDescription=Suspend\n")
+    (root / "etc/systemd/system/hibernate.target").symlink_to("/dev/null")   # fleetnap masks it too: irrelevant
+    (root / "etc/systemd/system/sleep.target").symlink_to("/lib/systemd/system/sleep.target")
+    scheduled(run(scripts))
+
+
+def test_fleetnap_allow_none_drop_in_refuses(scripts):
+    root = build(scripts[0])
+    path = put(root, DROP_IN, drop_in_text("none"))
+    refused(run(scripts, "any"), "AllowSuspend=no in %s" % path)
+
+
+@pytest.mark.parametrize("first, second, ok", [("no", "yes", True), ("yes", "false", False), ("0", "", True)])
+def test_allow_suspend_last_assignment_wins(scripts, first, second, ok):
+    root = build(scripts[0])
+    put(root, "/etc/systemd/sleep.conf", "[Sleep]\nAllowSuspend=%s\n" % first)
+    later = put(root, "/etc/systemd/sleep.conf.d/90-site.conf", "[Sleep]\n  AllowSuspend = %s\n" % second)
+    proc = run(scripts, "any")
+    if ok:
+        scheduled(proc)
+    else:
+        refused(proc, "AllowSuspend=false in %s" % later)
+
+
+def test_drop_ins_are_read_in_name_order(scripts):
+    root = build(scripts[0])
+    put(root, "/etc/systemd/sleep.conf.d/10-a.conf", "[Sleep]\nAllowSuspend=no\n")
+    put(root, "/etc/systemd/sleep.conf.d/20-b.conf", "[Sleep]\nAllowSuspend=yes\n")
+    put(root, "/etc/systemd/sleep.conf.d/30-c.txt", "[Sleep]\nAllowSuspend=no\n")   # not a .conf: ignored
+    scheduled(run(scripts))
+
+
+def test_no_mem_in_state_refuses_deep_and_any_accepts_s2idle(scripts):
+    root = build(scripts[0], state="freeze", mem_sleep=None)
+    refused(run(scripts, "deep"), "%s/sys/power/state offers [freeze], not mem" % root)
+    scheduled(run(scripts, "any"))
+
+
+def test_no_system_sleep_at_all(scripts):
+    root = build(scripts[0], state=None)
+    refused(run(scripts, "any"), "%s/sys/power/state is missing" % root)
+    build(scripts[0], state="disk")
+    refused(run(scripts, "any"), "SuspendState=mem standby freeze (default): %s/sys/power/state [disk] offers none" % scripts[0])
+
+
+def test_deep_offered_but_not_selected_is_reported_not_changed(scripts):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    line = refused(run(scripts, "deep"), "mem_sleep is [s2idle], S3 (deep) offered but not selected: %s/sys/power/mem_sleep"
+                   % root)
+    assert "gear_member_suspend_mode: any" in line
+    assert (root / "sys/power/mem_sleep").read_text() == "[s2idle] deep\n"
+    scheduled(run(scripts, "any"))
+
+
+def test_no_deep_at_all(scripts):
+    root = build(scripts[0], mem_sleep="[s2idle]")
+    refused(run(scripts, "deep"), "mem_sleep offers [s2idle], no S3 (deep): %s/sys/power/mem_sleep" % root)
+
+
+def test_kernel_without_mem_sleep_file_means_s3(scripts):
+    build(scripts[0], state="mem", mem_sleep=None)
+    scheduled(run(scripts, "deep"))
+
+
+def test_fleetnap_s2idle_drop_in(scripts):
+    """allow=s2idle: SuspendState=freeze is not S3, but it is a suspend (mode any)."""
+    root = build(scripts[0])
+    path = put(root, DROP_IN, drop_in_text("s2idle"))
+    refused(run(scripts, "deep", "252"), "SuspendState=freeze in %s" % path, "not mem")
+    scheduled(run(scripts, "any", "252"))
+    scheduled(run(scripts, "any", "256"))
+
+
+def test_fleetnap_deep_drop_in(scripts):
+    """allow=deep: what fleetnap writes suspends on systemd 252 (Debian 12) and on 256."""
+    root = build(scripts[0])
+    put(root, DROP_IN, drop_in_text("deep"))
+    scheduled(run(scripts, "deep", "252"))
+    scheduled(run(scripts, "deep", "256"))
+    # systemd >= 256 selects mem_sleep from MemorySleepMode= itself: deep although s2idle is selected now.
+    build(scripts[0], mem_sleep="[s2idle] deep")
+    put(scripts[0], DROP_IN, drop_in_text("deep"))
+    scheduled(run(scripts, "deep", "256"))
+    put(scripts[0], DROP_IN, "[Sleep]\nMemorySleepMode=s2idle\n")
+    refused(run(scripts, "deep", "256"), "mem_sleep is [s2idle], S3 (deep) offered but not selected: MemorySleepMode= in")
+
+
+def test_stale_suspend_mode_drop_in_is_refused_on_old_systemd(scripts):
+    """A drop-in with SuspendMode=deep (what fleetnap wrote before 0.1.0's fix, or a hand-made one):
+    systemd < 256 writes SuspendMode= to /sys/power/disk and refuses to suspend."""
+    root = build(scripts[0])
+    path = put(root, DROP_IN, "[Sleep]\nSuspendState=mem\nSuspendMode=deep\nMemorySleepMode=deep\n")
+    for allow in ("deep", "s2idle"):   # fleetnap itself no longer writes it
+        assert not [line for line in drop_in_text(allow).splitlines() if line.startswith("SuspendMode")]
+    refused(run(scripts, "deep", "252"), "SuspendMode=deep in %s" % path,
+            "writes SuspendMode= to %s/sys/power/disk, which offers [platform shutdown reboot suspend test_resume]" % root)
+    scheduled(run(scripts, "deep", "256"))
+
+
+def test_suspend_mode_that_sys_power_disk_offers_passes_on_old_systemd(scripts):
+    root = build(scripts[0])
+    put(root, "/etc/systemd/sleep.conf", "[Sleep]\nSuspendMode=bogus suspend\n")
+    scheduled(run(scripts, "deep", "252"))
+    put(root, "/etc/systemd/sleep.conf.d/50-reset.conf", "[Sleep]\nSuspendMode=\n")   # empty: back to the default
+    put(root, "/etc/systemd/sleep.conf", "[Sleep]\nSuspendMode=bogus\n")
+    scheduled(run(scripts, "deep", "252"))
+
+
+def test_the_role_fails_the_host_at_once_with_the_reason(tmp_path):
+    """The role itself (raw + the refusal path) on localhost, paths under a fake root whose suspend.target
+    is masked, and a marker file in place of the real suspend command: it must never be written."""
+    root = build(tmp_path / "root")
+    (root / "etc/systemd/system/suspend.target").symlink_to("/dev/null")
+    marker, out, bad = tmp_path / "scheduled", tmp_path / "out.json", tmp_path / "bad.txt"
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "down", "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "tasks": [{"block": [{"ansible.builtin.include_role": {"name": "gear_member"},
+                              "vars": {"gear_member_action": "down", "gear_member_power_ok": True,
+                                       "gear_member_down_method": "suspend", "gear_member_down_timeout_s": 5}}],
+                   "rescue": [{"ansible.builtin.copy": {
+                       "dest": str(out), "mode": "0644",
+                       "content": "{{ {'result': gear_member_result, 'msg': ansible_failed_result.msg} | to_json }}"}}]},
+                  # Bad input: refused by the argument spec before anything runs on the host.
+                  {"block": [{"ansible.builtin.include_role": {"name": "gear_member"},
+                              "vars": {"gear_member_action": "down", "gear_member_power_ok": True,
+                                       "gear_member_down_method": "suspend", "gear_member_suspend_mode": "s3"}}],
+                   "rescue": [{"ansible.builtin.copy": {"dest": str(bad), "mode": "0644",
+                                                        "content": "{{ ansible_failed_result.msg }}"}}]}],
+    }]))
+    extra = {"__gear_member_precheck_root": str(root), "__gear_member_suspend_command": "touch %s" % marker,
+             "ansible_python_interpreter": "/usr/bin/python3"}
+    proc = subprocess.run([str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"),
+                           "-i", "localhost,", str(play), "-e", json.dumps(extra)],
+                          capture_output=True, text=True, timeout=300, cwd=str(REPO),
+                          env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    link = root / "etc/systemd/system/suspend.target"
+    reason = "cannot suspend: suspend.target is masked (%s -> /dev/null); nothing was scheduled, the host stays up" % link
+    assert got["msg"] == reason
+    res = got["result"]
+    assert res["ok"] is False and res["action"] == "down" and res["method"] == "suspend" and res["state"] == "on"
+    assert res["msg"] == reason and 0 <= float(res["elapsed_s"]) < 5   # at once, not after the down timeout
+    assert not marker.exists()
+    refusal = bad.read_text()
+    assert "gear_member_suspend_mode" in refusal and "s3" in refusal and "deep, any" in refusal, refusal
