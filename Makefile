@@ -60,7 +60,7 @@ test-unit: setup
 	$(BIN)/pytest -q -n 2 --dist loadfile -m "not live_kernel and not lab" tests/unit tests/modules
 
 lint: setup
-	$(BIN)/ansible-lint --profile production --strict .
+	$(BIN)/python tests/ansible_lint.py --profile production --strict .
 	@for m in library/*.py; do n=$$(basename $$m .py); \
 	  $(BIN)/ansible-doc -M library $$n >/dev/null || { echo "ansible-doc failed for $$n"; exit 1; }; \
 	done; echo "ansible-doc: all modules render"
