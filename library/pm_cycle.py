@@ -19,6 +19,9 @@ description:
     (O(wake=external)) while this module waits inside the suspend; run it with C(async) and
     wake the host from the controller (Wake-on-LAN, IPMI, the lab's wake path), as
     C(playbooks/measure_resume.yml) does.
+  - After each resume it reads and analyses the kernel log at the lowest CPU priority (nice
+    19), so the host's own services, whose end-to-end resume the controller may be timing, do
+    not wait for it.
   - Fails before suspending, and changes nothing, when the host does not offer the sleep
     state or has no RTC wake alarm for O(wake=rtc).
 version_added: "0.1.0"
@@ -168,6 +171,10 @@ def one_cycle(module, fs, index, run_id):
     t0 = time.time()
     fs.write_raw(POWER_DIR + "/state", p["mode"])  # blocks until the host has resumed
     woke = time.time()
+    # Read and analyse the log at the lowest CPU priority: right after the resume the host's own
+    # services (the SSH or service port the controller is timing end to end) must not wait for the
+    # tool that measures them.
+    os.nice(19)
     log = since_marker(kernel_log(module), marker)
     cycles = parse(log)
     cyc = cycles[-1].to_dict(top=p["top"], with_devices=False)
