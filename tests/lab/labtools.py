@@ -27,6 +27,18 @@ def run_labctl(*args, env=None, timeout=900, check=True):
     return proc
 
 
+def why(proc, tail: int = 3000) -> str:
+    """What a failed ansible-playbook run says went wrong: every fatal/unreachable/failed line with
+    the lines after it (the cause is usually far above the recap), then the end of the output."""
+    lines = proc.stdout.splitlines()
+    picked: list[str] = []
+    for i, line in enumerate(lines):
+        if line.startswith(("fatal:", "failed:", "[ERROR]")) or "UNREACHABLE!" in line or " | FAILED" in line:
+            picked.extend(lines[i:i + 6] + ["..."])
+    return "\n".join(["rc=%d" % proc.returncode, "--- errors in the run ---", *picked[:200],
+                      "--- end of stdout ---", proc.stdout[-tail:], "--- stderr ---", proc.stderr[-1500:]])
+
+
 class Lab:
     """The running lab: its table (lab/state/lab.json) and helpers around labctl's functions."""
 

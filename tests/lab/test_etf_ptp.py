@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from labtools import why
+
 from test_measure_resume import INVENTORY, REPO, playbook
 
 pytestmark = pytest.mark.lab
@@ -61,7 +63,7 @@ def test_phc2sys_runs_on_the_e1000e_phc_with_the_tai_offset(lab):
     vars_ = {"ptp_clock_interface": "lan0", "ptp_clock_direction": "system_to_phc", "ptp_clock_conflicts": "stop",
              "ptp_clock_install_packages": False}
     proc = playbook("ptp_clock.yml", "-e", "fleetnap_targets=%s" % HOST, "-e", json.dumps(vars_))
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.returncode == 0, why(proc)
     args = lab.ssh(HOST, "ps -o args= -C phc2sys").stdout
     assert "-O 37" in args and "/dev/ptp" in args and "CLOCK_REALTIME" in args
     assert lab.ssh(HOST, "systemctl is-active fleetnap-phc2sys").stdout.strip() == "active"

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from labtools import why
+
 from ansible.module_utils.fleetnap.gear import groups_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,22 +154,20 @@ def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path):
     # place): what an operator has after apply_profile. systemd 252 refused to suspend under the
     # drop-in fleetnap wrote before (SuspendMode=deep goes to /sys/power/disk there).
     proc = sleep_policy(down, "allow=deep")
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.returncode == 0, why(proc)
     try:
         _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args)
     finally:
         _restore_all(lab)
         undo = sleep_policy(down, "state=absent")
-    assert undo.returncode == 0, undo.stdout[-3000:]
-
-
+    assert undo.returncode == 0, why(undo)
 def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args):
     for name in down:
         assert "SuspendState=mem" in lab.ssh(name, "cat /etc/systemd/sleep.conf.d/fleetnap.conf").stdout
 
     # Check mode: the plan is printed, nothing changes, nothing is written.
     proc = shift(lab, sd, "-e", "gear=1", *hook_args, check=True)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.returncode == 0, why(proc)
     assert "Gear shift plan (check mode: nothing will change)" in proc.stdout
     for name in down:
         assert any(line.split()[:1] == ['"%s' % name] and " down " in line and "suspend" in line
@@ -177,7 +177,7 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args):
 
     # 3 -> 1 by S3.
     proc = shift(lab, sd, "-e", "gear=1", *hook_args)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 1 and st["target_gear"] == 1 and st["groups_on"] == on1
     for name in down:
@@ -194,13 +194,13 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args):
 
     # Again: nothing to do (converged, idempotent).
     proc = shift(lab, sd, "-e", "gear=1")
-    assert proc.returncode == 0 and "up 0, down 0, unchanged 6" in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode == 0 and "up 0, down 0, unchanged 6" in proc.stdout, why(proc)
     assert all(power_of(lab, n) == "suspended" for n in down)
 
     # 1 -> 3 by Wake-on-LAN: the relay saw a magic packet for every sleeping host and woke it.
     t0 = time.time()
     proc = shift(lab, sd, "-e", "gear=3", *hook_args)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 3 and st["target_gear"] == 3
     assert all(power_of(lab, n) == "running" and st["hosts"][n]["state"] == "on" for n in ALL)
@@ -223,7 +223,7 @@ def test_ipmi_off_on_cycle_3_1_3(all_running, tmp_path):
     down = hosts_in(lab, off1)
     args = ["-e", "gear_down_method=off", "-e", json.dumps({"gear_up_methods": ["ipmi"]})]
     proc = shift(lab, sd, "-e", "gear=1", *args)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 1
     for name in down:
@@ -231,7 +231,7 @@ def test_ipmi_off_on_cycle_3_1_3(all_running, tmp_path):
     assert all(power_of(lab, n) == "running" for n in hosts_in(lab, on1))
     t0 = time.time()
     proc = shift(lab, sd, "-e", "gear=3", *args)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 3
     assert all(power_of(lab, n) == "running" for n in ALL)
@@ -250,7 +250,7 @@ def test_lost_magic_packet_then_ipmi_wakes(all_running, tmp_path):
     down = hosts_in(lab, off2)
     lost = down[0]
     proc = shift(lab, sd, "-e", "gear=2", "-e", "gear_down_method=off")
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     assert all(lab.power(n) == "off" for n in down)
     subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "wol-drop", lab[lost]["wol_mac"], "--count", "0"],
                    check=True, capture_output=True, timeout=60)
@@ -260,7 +260,7 @@ def test_lost_magic_packet_then_ipmi_wakes(all_running, tmp_path):
     finally:
         subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "wol-drop", "--clear"],
                        check=True, capture_output=True, timeout=60)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 3 and all(power_of(lab, n) == "running" for n in ALL)
     acts = {a["host"]: a for a in st["actions"]}
@@ -297,7 +297,7 @@ def test_dead_host_in_active_group_refuses_and_wakes_peers(all_running, tmp_path
     on2, off2 = today_groups(2)
     on1, _off1 = today_groups(1)
     proc = shift(lab, sd, "-e", "gear=2")
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     sleeping = hosts_in(lab, off2)
     assert all(power_of(lab, n) == "suspended" for n in sleeping)
     victim = hosts_in(lab, on1)[0]
@@ -336,7 +336,7 @@ def test_two_concurrent_shifts_one_refused_by_the_lock(all_running, tmp_path):
     assert first.returncode == 0, out[-3000:]
     assert state(sd)["gear"] == 2 and not (sd / "shift.lock").exists()
     proc = shift(lab, sd, "-e", "gear=3")
-    assert proc.returncode == 0 and state(sd)["gear"] == 3, proc.stdout[-3000:]
+    assert proc.returncode == 0 and state(sd)["gear"] == 3, why(proc)
 
 
 def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
@@ -355,7 +355,7 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     left = [n for n in down if not lab.ssh_down(n)]
     assert left, "the shift finished before it could be interrupted"
     proc = shift(lab, sd, "-e", "gear=1")
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     assert "no longer running" in proc.stdout + proc.stderr   # the stale lock was taken over
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 1
@@ -363,9 +363,7 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     assert acted and acted <= set(down)
     assert all(power_of(lab, n) == "suspended" for n in down)
     proc = shift(lab, sd, "-e", "gear=3")
-    assert proc.returncode == 0, proc.stdout[-3000:]
-
-
+    assert proc.returncode == 0, why(proc)
 def test_host_that_cannot_suspend_fails_at_once_and_the_shift_stops(all_running, tmp_path):
     """suspend.target masked on one guest: the precheck in gear_member's suspend command refuses at
     once (not after gear_down_timeout_s = 120 s of waiting for silence), the guest stays up, and the

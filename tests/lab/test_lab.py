@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labtools import REPO, labctl, run_labctl
+from labtools import REPO, labctl, run_labctl, why
 
 pytestmark = pytest.mark.lab
 
@@ -128,7 +128,7 @@ def test_ansible_reaches_every_guest_through_the_inventory(lab):
     inv = str(REPO / "inventories/lab")
     proc = ansible(["-i", inv, "lab", "-o", "-m", "ansible.builtin.command",
                     "-a", "cat /proc/sys/kernel/hostname"])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, why(proc)
     for name in lab.hosts:
         assert re.search(r"^%s \| CHANGED \| rc=0 \| \(stdout\) %s$" % (name, name), proc.stdout, re.M), \
             proc.stdout
@@ -136,7 +136,7 @@ def test_ansible_reaches_every_guest_through_the_inventory(lab):
     proc = ansible(["-i", inv, "lab1", "-c", "local", "-m", "ansible.builtin.assert", "-a",
                     json.dumps({"that": ["fleetnap_bmc_password | length == %d" % len(lab.password),
                                          "fleetnap_bmc_user == 'admin'"], "quiet": True})])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, why(proc)
     assert lab.password not in proc.stdout + proc.stderr
 
 
@@ -253,7 +253,7 @@ def test_s3_wake_by_ansible_wake_on_lan_module_unicast_port_7(lab, restore):
     before = _suspend(lab, "lab2")
     proc = ansible(["localhost", "-c", "local", "-M", str(REPO / "library"), "-m", "wake_on_lan",
                     "-a", json.dumps({"macs": [mac.upper()], "broadcast": "127.0.0.1", "port": 7})])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, why(proc)
     lab.wait_ssh("lab2", 60)
     _assert_s3_cycle_in_dmesg(lab, "lab2", before)
     entries = wol_entries_since(lab, n, mac)

@@ -20,6 +20,8 @@ import urllib.request
 from datetime import date
 
 import pytest
+
+from labtools import why
 import yaml
 
 from ansible.module_utils.fleetnap.gear import groups_for
@@ -120,7 +122,7 @@ def test_node_exporter_role_and_prometheus_see_fleetnap_metrics(lab, prometheus,
     # One collection costs a TCG guest ~3.5 s of CPU (about 50 ms on hardware): every 60 s here.
     interval = ("-e", "node_exporter_residency_interval_s=60")
     proc = playbook("node_exporter.yml", *interval)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.returncode == 0, why(proc)
     # Idempotent: a second run changes nothing (on one guest: they are identical, and one run of
     # the role costs six TCG guests about four minutes).
     again = playbook("node_exporter.yml", "-e", "fleetnap_targets=%s" % first, *interval)
@@ -142,20 +144,18 @@ def test_node_exporter_role_and_prometheus_see_fleetnap_metrics(lab, prometheus,
     # tests that suspend guests must not inherit: undo it afterwards, whatever happens.
     try:
         proc = playbook("apply_profile.yml", "-e", "fleetnap_artifacts_dir=%s" % tmp_path)
-        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert proc.returncode == 0, why(proc)
         _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates)
     finally:
         undo = playbook("apply_profile.yml", "-e", "fleetnap_profile_state=absent",
                         "-e", "fleetnap_artifacts_dir=%s" % (tmp_path / "undo"))
-    assert undo.returncode == 0, undo.stdout[-3000:]
-
-
+    assert undo.returncode == 0, why(undo)
 def _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates):
     # The resume measurement is on the hosts (the suite measured them before; else measure one).
     if "resume" not in json.loads(lab.ssh(first, "cat /etc/ansible/facts.d/fleetnap.fact || echo {}").stdout):
         proc = playbook("measure_resume.yml", "-e", "fleetnap_targets=%s" % first, "-e", "measure_resume_cycles=1",
                         "-e", "measure_resume_results_dir=%s" % (tmp_path / "resume"))
-        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert proc.returncode == 0, why(proc)
     prometheus = prometheus()
     budgets = wait_for(prometheus, "fleetnap_cpuidle_budget_seconds", len(hosts))
     assert budgets == {h: pytest.approx(200e-6) for h in hosts}
@@ -238,7 +238,7 @@ def test_gear_metrics_from_the_controller_node_exporter(all_back, prometheus, da
     t0 = time.monotonic()
     proc = playbook("gear_shift.yml", "-e", "gear=2", *common)
     down_s = time.monotonic() - t0
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     assert (metrics_dir / "fleetnap_gear.prom").exists() and not (tmp_path / "gear/metrics").exists()
     assert wait_for(base, "fleetnap_gear" + ctl, 1, want={None: 2.0}) == {None: 2.0}
     asleep = wait_for(base, 'fleetnap_host_power_state{job="fleetnap-controller",state="asleep"}', len(hosts))
@@ -252,7 +252,7 @@ def test_gear_metrics_from_the_controller_node_exporter(all_back, prometheus, da
     t0 = time.monotonic()
     proc = playbook("gear_shift.yml", "-e", "gear=3", *common)
     up_s = time.monotonic() - t0
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, why(proc)
     assert wait_for(base, "fleetnap_gear" + ctl, 1, want={None: 3.0}) == {None: 3.0}
     on = wait_for(base, 'fleetnap_host_power_state{job="fleetnap-controller",state="on"}', len(hosts),
                   want={h: 1.0 for h in hosts})

@@ -16,6 +16,8 @@ import urllib.request
 
 import pytest
 
+from labtools import why
+
 from test_measure_resume import playbook
 
 pytestmark = pytest.mark.lab
@@ -35,13 +37,13 @@ def test_measure_wake_latency_on_guests_without_cpuidle(lab, tmp_path):
     try:
         # the plan first: check mode measures and writes nothing
         proc = playbook("measure_wake_latency.yml", "--check", "-e", "fleetnap_results_dir=%s" % results)
-        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert proc.returncode == 0, why(proc)
         assert "the idle-loop baseline only (no cpuidle driver)" in proc.stdout
         assert not results.exists()
 
         proc = playbook("measure_wake_latency.yml", "-e", "wake_latency_loops=300",
                         "-e", "fleetnap_results_dir=%s" % results)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        assert proc.returncode == 0, why(proc)
         assert "failed=0" in proc.stdout and "unreachable=0" in proc.stdout
         for h in hosts:
             data = json.loads((results / ("%s.json" % h)).read_text())

@@ -108,3 +108,12 @@ def test_pm_cycle_refuses_a_host_that_cannot_suspend(module_runner):
     assert res.failed and "will not suspend: /sys/power/state offers nothing, not 'mem'" in res["msg"]
     res = module_runner("pm_cycle", {"wake": "external", "cycles": 2})
     assert res.failed and "1 with wake=external" in res["msg"]
+
+
+def test_pm_cycle_collect_refuses_what_no_start_left_here(module_runner):
+    """collect only reads a cycle that wake=external started on this host, and says so otherwise."""
+    res = module_runner("pm_cycle", {"collect": "../../etc"})
+    assert res.failed and "collect must be the run_id a wake=external call returned" in res["msg"]
+    res = module_runner("pm_cycle", {"collect": "0badc0de"})
+    assert res.failed and "no suspend cycle 0badc0de was started here" in res["msg"]
+    assert "/run/fleetnap/pm_cycle/0badc0de.json missing" in res["msg"]
