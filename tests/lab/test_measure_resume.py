@@ -175,26 +175,31 @@ def test_a_cycle_collected_before_its_suspend_started_is_cancelled(lab, restore)
     own nor keep what the start changed."""
     host = "lab5"
     restore.append(host)
-    lab.ssh(host, "echo s2idle > /sys/power/mem_sleep")
-    started = time.monotonic()
-    res = _module(host, "pm_cycle", {"wake": "external", "mem_sleep": "deep", "pm_print_times": False,
-                                     "start_delay_s": 20})
-    run_id = res["run_id"]
-    assert not res["failed"] and res["changed"] and res["mem_sleep_used"] == "deep" and res["suspend_in_s"] == 20
-    assert lab.ssh(host, "cat /sys/power/mem_sleep").stdout.strip() == "s2idle [deep]"
-    assert lab.ssh(host, "test -s /run/fleetnap/pm_cycle/%s.json && echo armed" % run_id).stdout.strip() == "armed"
+    before = lab.ssh(host, "cat /sys/power/mem_sleep").stdout.split("[")[1].split("]")[0]
+    try:
+        lab.ssh(host, "echo s2idle > /sys/power/mem_sleep")
+        started = time.monotonic()
+        res = _module(host, "pm_cycle", {"wake": "external", "mem_sleep": "deep", "pm_print_times": False,
+                                         "start_delay_s": 20})
+        run_id = res["run_id"]
+        assert not res["failed"] and res["changed"] and res["mem_sleep_used"] == "deep" and res["suspend_in_s"] == 20
+        assert lab.ssh(host, "cat /sys/power/mem_sleep").stdout.strip() == "s2idle [deep]"
+        assert lab.ssh(host, "test -s /run/fleetnap/pm_cycle/%s.json && echo armed" % run_id).stdout.strip() == "armed"
 
-    res = _module(host, "pm_cycle", {"collect": run_id})
-    assert res["failed"] and "had not started when it was collected" in res["msg"], res
-    assert "cancelled and nothing is left changed" in res["msg"]
-    assert lab.ssh(host, "cat /sys/power/mem_sleep").stdout.strip() == "[s2idle] deep"
-    assert lab.ssh(host, "ls /run/fleetnap/pm_cycle").stdout.strip() == ""
-    # Past the moment the cancelled cycle would have suspended: still running, no suspend logged.
-    time.sleep(max(0.0, 25 - (time.monotonic() - started)))
-    assert lab.qmp_status(host) == "running"
-    log = lab.ssh(host, "dmesg").stdout
-    assert "fleetnap-pm-cycle %s 1" % run_id in log
-    assert "PM: suspend entry" not in log[log.index("fleetnap-pm-cycle %s 1" % run_id):]
-    # An unknown cycle is refused with the reason.
-    res = _module(host, "pm_cycle", {"collect": "0badc0de"})
-    assert res["failed"] and "no suspend cycle 0badc0de was started here" in res["msg"], res
+        res = _module(host, "pm_cycle", {"collect": run_id})
+        assert res["failed"] and "had not started when it was collected" in res["msg"], res
+        assert "cancelled and nothing is left changed" in res["msg"]
+        assert lab.ssh(host, "cat /sys/power/mem_sleep").stdout.strip() == "[s2idle] deep"
+        assert lab.ssh(host, "ls /run/fleetnap/pm_cycle").stdout.strip() == ""
+        # Past the moment the cancelled cycle would have suspended: still running, no suspend logged.
+        time.sleep(max(0.0, 25 - (time.monotonic() - started)))
+        assert lab.qmp_status(host) == "running"
+        log = lab.ssh(host, "dmesg").stdout
+        assert "fleetnap-pm-cycle %s 1" % run_id in log
+        assert "PM: suspend entry" not in log[log.index("fleetnap-pm-cycle %s 1" % run_id):]
+        # An unknown cycle is refused with the reason.
+        res = _module(host, "pm_cycle", {"collect": "0badc0de"})
+        assert res["failed"] and "no suspend cycle 0badc0de was started here" in res["msg"], res
+    finally:
+        # The guests are shared with the suites that follow (gear shifts need deep selected).
+        lab.ssh(host, "echo %s > /sys/power/mem_sleep" % before, check=False)
