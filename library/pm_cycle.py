@@ -373,6 +373,8 @@ def collect_external(module, fs, run_id):
         if os.path.exists(files["err"]):
             with open(files["err"]) as fobj:
                 err = fobj.read().strip()
+        if not module.check_mode:
+            remove_state(files)
         module.fail_json(msg="%s: suspend cycle %s failed: writing %r to %s exited %s: %s (the host did not "
                              "suspend; what the cycle changed was put back)"
                          % (host, run_id, meta["mode"], POWER_DIR + "/state", rc, err or "no message"))
