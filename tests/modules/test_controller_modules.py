@@ -1,8 +1,10 @@
-"""host_wait, fleetnap_fact, textfile_metrics and pm_cycle's refusals, through Ansible, for real."""
+"""host_wait, fleetnap_fact, textfile_metrics, and pm_cycle's refusals and collect branches, through Ansible, for real."""
 
 import json
 import os
+import secrets
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -117,3 +119,79 @@ def test_pm_cycle_collect_refuses_what_no_start_left_here(module_runner):
     res = module_runner("pm_cycle", {"collect": "0badc0de"})
     assert res.failed and "no suspend cycle 0badc0de was started here" in res["msg"]
     assert "/run/fleetnap/pm_cycle/0badc0de.json missing" in res["msg"]
+
+
+# The collect branches that follow a start: the start's shell is unit-tested on the real /bin/sh
+# (tests/unit/test_pm_cycle_script.py) and records exactly these files; here they are laid out
+# as it leaves them, in the module's real state directory, and collect runs through Ansible.
+PM_CYCLE_STATE = Path("/run/fleetnap/pm_cycle")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the pm_cycle state directory is root's")
+
+
+@pytest.fixture
+def started_cycle():
+    """A cycle as a wake=external start leaves it (meta written); returns (run_id, files, write)."""
+    run_id = secrets.token_hex(4)
+    files = dict((k, PM_CYCLE_STATE / ("%s.%s" % (run_id, k))) for k in ("json", "pid", "t0", "woke", "rc", "err"))
+    PM_CYCLE_STATE.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+    def write(restores=(), started_ago=0.0, delay=1.0):
+        files["json"].write_text(json.dumps({
+            "run_id": run_id, "marker": "fleetnap-pm-cycle %s 1" % run_id, "mode": "mem",
+            "restores": [list(r) for r in restores], "mem_sleep": "deep",
+            "started_at": time.time() - started_ago, "start_delay_s": delay}))
+    yield run_id, files, write
+    for path in files.values():
+        if path.exists():
+            path.unlink()
+
+
+@needs_root
+def test_pm_cycle_collect_reports_a_failed_suspend_write_and_clears_it(module_runner, started_cycle):
+    run_id, files, write = started_cycle
+    write()
+    files["t0"].touch()
+    files["rc"].write_text("1\n")
+    files["err"].write_text("sh: 1: printf: I/O error: Device or resource busy\n")
+    res = module_runner("pm_cycle", {"collect": run_id})
+    assert res.failed and not res.changed
+    assert ("suspend cycle %s failed: writing 'mem' to /sys/power/state exited 1: sh: 1: printf: I/O error: "
+            "Device or resource busy (the host did not suspend" % run_id) in res["msg"]
+    assert not any(p.exists() for p in files.values())
+
+
+@needs_root
+def test_pm_cycle_collect_gives_up_on_a_write_that_never_returns(module_runner, started_cycle):
+    """Suspend started (t0) but no exit status within collect_timeout_s: said so, the state kept."""
+    run_id, files, write = started_cycle
+    write()
+    files["t0"].touch()
+    t0 = time.monotonic()
+    res = module_runner("pm_cycle", {"collect": run_id, "collect_timeout_s": 1})
+    assert res.failed and ("the suspend of cycle %s started but the write to /sys/power/state has not returned "
+                           "after 1 s" % run_id) in res["msg"]
+    assert time.monotonic() - t0 >= 1
+    # Kept: the shell may still finish (a slow resume), and a later collect can read it.
+    assert files["json"].exists() and files["t0"].exists()
+
+
+@needs_root
+def test_pm_cycle_collect_cancels_an_armed_cycle_and_puts_back_what_it_changed(module_runner, started_cycle, tmp_path):
+    """Collected before its suspend started: the waiting shell is stopped, the changes undone."""
+    run_id, files, write = started_cycle
+    changed = tmp_path / "mem_sleep"       # stands for /sys/power/mem_sleep (the start selected deep)
+    changed.write_text("deep")
+    shell = subprocess.Popen(["/bin/sh", "-c", "sleep 60; : fleetnap-pm-cycle %s" % run_id])
+    try:
+        files["pid"].write_text("%d\n" % shell.pid)
+        write(restores=[(str(changed), "s2idle")], started_ago=0.5, delay=20)
+        res = module_runner("pm_cycle", {"collect": run_id})
+        assert res.failed and ("the suspend of cycle %s had not started when it was collected" % run_id) in res["msg"]
+        assert "delay 20.0 s); it was cancelled and nothing is left changed" in res["msg"]
+        assert shell.wait(timeout=10) == -15          # SIGTERM, from the module
+        assert changed.read_text() == "s2idle"
+        assert not any(p.exists() for p in files.values())
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
