@@ -74,3 +74,10 @@ def test_a_single_cycle_with_fewer_than_three_callbacks(tmp_path):
     s = summarise(tmp_path, [one])
     assert [(d["name"], d["phase"]) for d in s["slowest"]] == [("0000:00:04.0", "resume"), ("0000:00:04.0", "suspend")]
     assert s["resume_kernel_median_ms"] == s["resume_kernel_worst_ms"] == one["resume_ms"]
+
+
+def test_cycles_without_device_callbacks_summarise_with_none(tmp_path):
+    """A log without device lines (no pm_print_times on that kernel): the rest is still summarised."""
+    cycles = [dict(c, slowest=[]) for c in json.loads(GOLDEN.read_text())["cycles"]]
+    s = summarise(tmp_path, cycles)
+    assert s["slowest"] == [] and s["resume_kernel_worst_ms"] == 326.676
