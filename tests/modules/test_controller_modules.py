@@ -1,5 +1,6 @@
 """host_wait, fleetnap_fact, textfile_metrics, and pm_cycle's refusals and collect branches, through Ansible, for real."""
 
+import importlib.util
 import json
 import os
 import secrets
@@ -124,7 +125,9 @@ def test_pm_cycle_collect_refuses_what_no_start_left_here(module_runner):
 # The collect branches that follow a start: the start's shell is unit-tested on the real /bin/sh
 # (tests/unit/test_pm_cycle_script.py) and records exactly these files; here they are laid out
 # as it leaves them, in the module's real state directory, and collect runs through Ansible.
-PM_CYCLE_STATE = Path("/run/fleetnap/pm_cycle")
+_spec = importlib.util.spec_from_file_location("pm_cycle_module", Path(__file__).resolve().parents[2] / "library/pm_cycle.py")
+pm_cycle = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pm_cycle)
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the pm_cycle state directory is root's")
 
 
@@ -132,8 +135,8 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the pm_cycle state di
 def started_cycle():
     """A cycle as a wake=external start leaves it (meta written); returns (run_id, files, write)."""
     run_id = secrets.token_hex(4)
-    files = dict((k, PM_CYCLE_STATE / ("%s.%s" % (run_id, k))) for k in ("json", "pid", "t0", "woke", "rc", "err"))
-    PM_CYCLE_STATE.mkdir(parents=True, exist_ok=True, mode=0o700)
+    files = dict((k, Path(v)) for k, v in pm_cycle.state_files(run_id).items())   # the module's own layout
+    Path(pm_cycle.STATE_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def write(restores=(), started_ago=0.0, delay=1.0):
         files["json"].write_text(json.dumps({

@@ -12,11 +12,10 @@ import json
 import os
 import statistics
 import subprocess
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from conftest import REPO, TARGET_PYTHON, VENV_BIN
+
 GOLDEN = REPO / "tests" / "golden" / "lab6-measure-resume-3cycles.json"
-BIN = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
 
 
 def summarise(tmp_path, cycles):
@@ -33,8 +32,8 @@ def summarise(tmp_path, cycles):
     }]))
     extra = tmp_path / "vars.json"
     extra.write_text(json.dumps({"__measure_resume_cycles": cycles, "__measure_resume_timelines": timelines,
-                                 "ansible_python_interpreter": "/usr/bin/python3"}))
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", "lab6,", "-c", "local", str(play), "-e", "@%s" % extra],
+                                 "ansible_python_interpreter": TARGET_PYTHON}))
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "lab6,", "-c", "local", str(play), "-e", "@%s" % extra],
                           capture_output=True, text=True, timeout=300, cwd=str(REPO),
                           env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
