@@ -56,6 +56,7 @@ LAB_DIR = Path(__file__).resolve().parent
 REPO = LAB_DIR.parent
 STATE = Path(os.environ.get("LAB_STATE", LAB_DIR / "state")).resolve()
 CACHE_ROOT = Path(os.environ.get("FLEETNAP_CACHE", "/var/cache/fleetnap")) / "lab"
+KNOWN_HOSTS = STATE / "known_hosts"
 INVENTORY_DIR = Path(os.environ.get("LAB_INVENTORY", REPO / "inventories" / "lab")).resolve()
 MIRROR = os.environ.get("LAB_MIRROR", "http://deb.debian.org/debian")
 SUITE = "bookworm"
@@ -114,7 +115,9 @@ GUEST_FILES = {
         "allow-hotplug lan0\niface lan0 inet manual\n    up ip link set dev $IFACE up\n",
     "etc/ssh/sshd_config.d/fleetnap.conf":
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nUseDNS no\n",
+        "KbdInteractiveAuthentication no\nUseDNS no\n"
+        # the lab's own host key only (lab_host_key): known to Ansible through lab/state/known_hosts
+        "HostKey /etc/ssh/ssh_host_ed25519_key\n",
     # The ACPI power button (IPMI 'chassis power soft') reaches logind through 'button'.
     "etc/modules-load.d/fleetnap.conf": "button\n",
     "etc/systemd/logind.conf.d/fleetnap.conf":
@@ -125,7 +128,7 @@ GUEST_FILES = {
     "etc/dhcp/dhclient-enter-hooks.d/fleetnap-no-resolv": "",
     "etc/machine-id": "",
 }
-RECIPE_VERSION = 4
+RECIPE_VERSION = 5
 
 
 class LabError(Exception):
@@ -182,12 +185,37 @@ def lab_key() -> Path:
     return key
 
 
+def lab_host_key() -> Path:
+    """The guests' SSH host key (ed25519), generated once in the cache and baked into the image,
+    so the lab knows its guests' key and Ansible checks it (known_hosts_lines)."""
+    key = CACHE_ROOT / "ssh_host_ed25519_key"
+    if not key.exists():
+        CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+        run([need_bin("ssh-keygen", "openssh-client"), "-q", "-t", "ed25519", "-N", "",
+             "-C", "fleetnap-lab-host", "-f", str(key)])
+    key.chmod(0o600)
+    return key
+
+
+def known_hosts_lines(hosts: list[dict], hostkey_pub: str) -> str:
+    """known_hosts for the guests as Ansible reaches them: [127.0.0.1]:<ssh_port> <key>."""
+    kind, blob = hostkey_pub.split()[:2]
+    return "".join("[127.0.0.1]:%d %s %s\n" % (h["ssh_port"], kind, blob) for h in hosts)
+
+
+def ssh_options() -> list[str]:
+    """SSH options for the guests: their host key is checked against the lab's known_hosts."""
+    return ["-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=%s" % KNOWN_HOSTS,
+            "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+
+
 def recipe() -> dict:
     return {
         "version": RECIPE_VERSION, "suite": SUITE, "mirror": MIRROR, "packages": PACKAGES,
         "kernel": kernel_package(), "initramfs_modules": INITRAMFS_MODULES,
         "prune": PRUNE_MODULE_DIRS, "drop": DROP_PATHS, "mask": MASK_UNITS, "files": GUEST_FILES,
         "pubkey": Path(str(lab_key()) + ".pub").read_text().strip(),
+        "hostkey": Path(str(lab_host_key()) + ".pub").read_text().strip(),
     }
 
 
@@ -285,6 +313,13 @@ def build_image(force: bool = False) -> dict:
             path.write_text(content)
         (rootfs / "etc/dhcp/dhclient-enter-hooks.d/fleetnap-no-resolv").write_text(
             "# the lab has no name service: keep resolv.conf as it is\nmake_resolv_conf() { :; }\n")
+        # The host key: the lab's own, not the ones openssh-server's postinst generated.
+        for old in (rootfs / "etc" / "ssh").glob("ssh_host_*"):
+            old.unlink()
+        hk = rootfs / "etc" / "ssh" / "ssh_host_ed25519_key"
+        shutil.copyfile(lab_host_key(), hk)
+        hk.chmod(0o600)
+        (rootfs / "etc" / "ssh" / "ssh_host_ed25519_key.pub").write_text(rec["hostkey"] + "\n")
         ssh_dir = rootfs / "root" / ".ssh"
         ssh_dir.mkdir(mode=0o700, exist_ok=True)
         (ssh_dir / "authorized_keys").write_text(rec["pubkey"] + "\n")
@@ -555,10 +590,9 @@ def bmc_power(host: dict) -> str:
 
 
 def ssh_cmd(host: dict, *command: str, key: Path | None = None) -> list[str]:
-    return ["ssh", "-i", str(key or CACHE_ROOT / "id_ed25519"), "-p", str(host["ssh_port"]),
-            "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-            "-o", "ConnectTimeout=5", "root@127.0.0.1"] + list(command)
+    return (["ssh", "-i", str(key or CACHE_ROOT / "id_ed25519"), "-p", str(host["ssh_port"]),
+             "-o", "BatchMode=yes"] + ssh_options()
+            + ["-o", "ConnectTimeout=5", "root@127.0.0.1"] + list(command))
 
 
 def ssh(host: dict, *command: str, timeout: float = 30, check: bool = True):
@@ -751,7 +785,11 @@ def write_inventory(table: dict) -> Path:
         }
         for g in (h["rack"], "gear_group_%d" % h["gear_group"]):
             groups.setdefault(g, {"hosts": {}})["hosts"][h["name"]] = None
-    inv = {"all": {"children": {"lab": {"hosts": hosts, "children": dict(sorted(groups.items()))}}}}
+    # Host keys are checked: the guests' key is the lab's (lab_host_key), listed per port in
+    # <state>/known_hosts, which up() writes before the guests boot.
+    lab_vars = {"ansible_ssh_common_args": " ".join(ssh_options())}
+    inv = {"all": {"children": {"lab": {"hosts": hosts, "vars": lab_vars,
+                                        "children": dict(sorted(groups.items()))}}}}
     path = INVENTORY_DIR / "hosts.yml"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -827,6 +865,7 @@ def up() -> dict:
                 actions.append("%s: powered on through its BMC" % h["name"])
             elif qmp_status(h) == "suspended":
                 pass    # a suspended guest is a state the tests and playbooks may want: keep it
+        write_private(KNOWN_HOSTS, known_hosts_lines(hosts, info["recipe"]["hostkey"]))
         write_inventory(table)
         boot_t0 = time.monotonic()
         errors = []

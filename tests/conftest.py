@@ -3,7 +3,7 @@
 - ``module_utils/fleetnap`` is importable in plain unit tests as ``ansible.module_utils.fleetnap``.
 - ``run_module`` runs a module of ``library/`` through the real ``ansible`` CLI on localhost,
   with the target's interpreter (/usr/bin/python3, standard library only), and returns its result.
-- ``materialize`` turns a captured machine from ../shared/data/cpuidle into a tree under tmp_path
+- ``materialize`` turns a captured machine from tests/data/cpuidle into a tree under tmp_path
   (``ro|`` files mode 0444 as sysfs shows them, ``rw|`` 0644, the captured kernel command line in
   proc/cmdline), for ``sysfs_root``.
 """
@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
-DATA = SHARED / "data"
+DATA = REPO / "tests" / "data"   # the reference data carried in the repository (tests/data/README.md)
 CPUIDLE_DATA = DATA / "cpuidle"
 VENV_BIN = Path(sys.executable).parent
 TARGET_PYTHON = "/usr/bin/python3"

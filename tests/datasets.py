@@ -1,4 +1,4 @@
-"""Independent readers of ../shared/data, used as oracles (they do not use fleetnap's code)."""
+"""Independent readers of the reference data in tests/data, used as oracles (they do not use fleetnap's code)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 """Sierra's gear math: load metric, hour-of-day prediction, gear choice, rotation, layout.
 
 Everything here follows Thereska, Donnelly and Narayanan, "Sierra: practical power-proportionality
-for data center storage" (EuroSys 2011; ../shared/sources/004_*.txt):
+for data center storage" (EuroSys 2011):
 
 - section 3.4: the load metric ``L`` in units of chunk servers, the hourly load as the peak of
   the hour, the prediction as the mean of the same hour over previous days, the gear

@@ -18,7 +18,7 @@ before):
 
 After every run it reads back EVERY ``cpuidle/stateN/disable`` file of every host through the
 host's own mount namespace (``/proc/<sshd pid>/root``) and compares with an oracle computed
-straight from ../shared/data/cpuidle (disabled iff the declared latency exceeds the budget; the
+straight from tests/data/cpuidle (disabled iff the declared latency exceeds the budget; the
 captured value otherwise): the ping run must leave the captures untouched, both profile runs
 must end in exactly that state -- so no run can win by doing nothing. Besides wall time it
 reports the CPU seconds the controller's ansible processes used and the CPU seconds spent on
@@ -45,8 +45,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
-CPUIDLE_DATA = SHARED / "data" / "cpuidle"
+CPUIDLE_DATA = REPO / "tests" / "data" / "cpuidle"
 VENV_BIN = Path(sys.executable).parent
 SIM = ["/usr/bin/python3", str(REPO / "lab" / "sim.py")]
 STATE_FILE = re.compile(r"^/sys/devices/system/cpu/(cpu\d+/cpuidle/state\d+)/(latency|disable|name)$")

@@ -3,7 +3,7 @@
 """Benchmark: parse time of a 100k-line suspend/resume log, ours against sleepgraph's.
 
 Not a pass/fail test. Builds one large, valid cycle from the real pm-graph log
-(../shared/data/dmesg/pmgraph-skynet-mem-3.15.txt) by repeating its suspend and resume
+(tests/data/dmesg/pmgraph-skynet-mem-3.15.txt) by repeating its suspend and resume
 device blocks with renamed devices and shifted timestamps, checks that both parsers agree on
 the totals, then times (median of several runs):
 
@@ -26,8 +26,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
-SOURCE = SHARED / "data" / "dmesg" / "pmgraph-skynet-mem-3.15.txt"
+SOURCE = REPO / "tests" / "data" / "dmesg" / "pmgraph-skynet-mem-3.15.txt"
 
 import ansible.module_utils  # noqa: E402
 

@@ -140,6 +140,43 @@ def test_ansible_reaches_every_guest_through_the_inventory(lab):
     assert lab.password not in proc.stdout + proc.stderr
 
 
+def test_guest_host_keys_are_checked_against_the_labs_known_hosts(lab, tmp_path, monkeypatch):
+    """The guests present the lab's host key, the lab lists it per port in its known_hosts, and
+    Ansible checks it: a known_hosts with another key refuses the guest."""
+    known = Path(labctl.KNOWN_HOSTS)
+    lines = known.read_text().splitlines()
+    assert sorted(line.split()[0] for line in lines) == \
+        sorted("[127.0.0.1]:%d" % lab[name]["ssh_port"] for name in lab.hosts)
+    lab_pub = Path(str(labctl.lab_host_key()) + ".pub").read_text().split()
+    assert {tuple(line.split()[1:3]) for line in lines} == {tuple(lab_pub[:2])}
+    # what lab1 presents is that key (read by ssh-keyscan, independent of labctl)
+    scan = subprocess.run(["ssh-keyscan", "-t", "ed25519", "-p", str(lab["lab1"]["ssh_port"]),
+                           "127.0.0.1"], capture_output=True, text=True, timeout=30)
+    assert lab_pub[1] in scan.stdout, scan.stdout + scan.stderr
+    # host key checking is on: ansible.cfg does not switch it off, the inventory says yes
+    cfg = (REPO / "ansible.cfg").read_text()
+    assert not re.search(r"^\s*host_key_checking\s*=\s*(false|no|0)", cfg, re.I | re.M)
+    inv = yaml.safe_load((REPO / "inventories/lab/hosts.yml").read_text())
+    assert "StrictHostKeyChecking=yes" in inv["all"]["children"]["lab"]["vars"]["ansible_ssh_common_args"]
+    # a wrong key in a copy of the lab's inventory: the guest is refused
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text("[127.0.0.1]:%d %s\n" % (lab["lab1"]["ssh_port"],
+                                               " ".join((tmp_path / "other_key.pub").read_text().split()[:2])))
+    inv_copy = tmp_path / "inventory"
+    inv_copy.mkdir()
+    (inv_copy / "hosts.yml").write_text((REPO / "inventories/lab/hosts.yml").read_text()
+                                        .replace(str(known), str(wrong)))
+    # connections of its own: no master connection of an earlier test is reused
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "cp"))
+    proc = ansible(["-i", str(inv_copy), "lab1", "-m", "ansible.builtin.ping"])
+    assert proc.returncode != 0 and "UNREACHABLE" in proc.stdout, why(proc)
+    assert "host key" in (proc.stdout + proc.stderr).lower(), why(proc)
+    proc = ansible(["-i", str(REPO / "inventories/lab"), "lab1", "-m", "ansible.builtin.ping"])
+    assert proc.returncode == 0, why(proc)
+
+
 def test_bmc_password_kept_out_of_argv_logs_and_world(lab):
     pw = lab.password.encode()
     assert len(pw) >= 12

@@ -1,4 +1,4 @@
-"""cpuidle_qos through Ansible on every captured machine in ../shared/data/cpuidle (pepc-style)."""
+"""cpuidle_qos through Ansible on every captured machine in tests/data/cpuidle (pepc-style)."""
 
 import shutil
 from pathlib import Path

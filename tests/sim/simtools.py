@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("FLEETNAP_SHARED", REPO.parent / "shared"))
-CPUIDLE_DATA = SHARED / "data" / "cpuidle"
+CPUIDLE_DATA = REPO / "tests" / "data" / "cpuidle"
 VENV_BIN = Path(sys.executable).parent
 STATE_LINE = re.compile(r"^/sys/devices/system/cpu/cpu(\d+)/cpuidle/state(\d+)/(name|latency|disable)$")
 

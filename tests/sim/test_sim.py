@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -110,6 +111,31 @@ def test_bad_input_is_refused_and_changes_nothing(sim):
     assert proc.returncode != 0 and "down` first" in proc.stderr, proc.stderr
     assert sim.table() == before
     assert all(r["ssh"] for r in json.loads(sim.cli("status", "--json").stdout))
+
+
+def test_host_keys_are_checked_against_the_simulators_known_hosts(sim):
+    """Ansible reaches the hosts with host key checking on (ansible.cfg does not switch it off):
+    with the right known_hosts every host answers; with one host's key swapped for another's,
+    that host is refused and the others still answer."""
+    known = sim.state / "known_hosts"
+    lines = known.read_text().splitlines()
+    table = sim.table()
+    assert [line.split()[0] for line in lines] == [h["ip"] for h in table["hosts"]]
+    assert len({line.split()[2] for line in lines}) == len(lines)      # a key of its own each
+    a, b = table["hosts"][0], table["hosts"][1]
+    original = known.read_text()
+    try:
+        swapped = [lines[0].split()[0] + " " + " ".join(lines[1].split()[1:])] + lines[1:]
+        known.write_text("\n".join(swapped) + "\n")
+        shutil.rmtree(sim.state / "cp", ignore_errors=True)     # no reused connection
+        results = sim.ansible("%s:%s" % (a["name"], b["name"]), "ansible.builtin.ping")
+        assert results[b["name"]].get("ping") == "pong", results[b["name"]]
+        assert results[a["name"]].get("unreachable"), results[a["name"]]
+        assert "host key" in results[a["name"]]["msg"].lower(), results[a["name"]]["msg"]
+    finally:
+        known.write_text(original)
+    shutil.rmtree(sim.state / "cp", ignore_errors=True)
+    assert sim.ansible(a["name"], "ansible.builtin.ping")[a["name"]].get("ping") == "pong"
 
 
 def test_down_leaves_nothing_behind(sim):

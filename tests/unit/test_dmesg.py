@@ -29,7 +29,7 @@ FREEZE = LOGS / "pmgraph-skynet-freeze-3.15.txt"
 QEMU = LOGS / "qemu-debian-6.1-s3-initramfs.txt"
 GOLDEN = REPO / "tests" / "golden"
 
-# sleepgraph's own figures for these logs (dmesg only), from ../shared/data/README.md
+# sleepgraph's own figures for these logs (dmesg only), from tests/data/dmesg/README.md
 README_FIGURES = {
     MEM.name: (1777.196, 298.973),
     FREEZE.name: (11032.364, 163.640),
