@@ -1,9 +1,12 @@
 """The fleet report renderer: sections from real-shaped inputs, missing ones named, bad input refused."""
 
 import json
+import os
+import subprocess
 from html.parser import HTMLParser
 
 import pytest
+from conftest import REPO, TARGET_PYTHON, VENV_BIN
 
 from ansible.module_utils.fleetnap.report import ReportError, gather, render
 
@@ -61,3 +64,18 @@ def test_malformed_input_is_refused(tmp_path):
     (tmp_path / "gear/history.jsonl").write_text('{"gear": 3}\nbroken\n')
     with pytest.raises(ReportError, match="history.jsonl line 2"):
         gather(str(tmp_path))
+
+
+def test_playbook_on_a_project_with_no_artifacts_writes_the_page_naming_the_playbooks(tmp_path):
+    """fleet_report.yml before any other playbook ran: no artifacts directory at all."""
+    artifacts = tmp_path / "artifacts"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,",
+                           str(REPO / "playbooks/fleet_report.yml"),
+                           "-e", "fleetnap_artifacts_dir=%s" % artifacts,
+                           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON],
+                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    text, _tags = parsed((artifacts / "report.html").read_text())
+    for playbook in ("apply_profile.yml", "measure_resume.yml", "measure_wake_latency.yml", "gear_shift.yml"):
+        assert "run playbooks/%s" % playbook in text
