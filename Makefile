@@ -4,7 +4,8 @@
 #   make test       set up, lint, unit tests, lab tests
 #   make test-unit  the fast part (no lab)
 #   make lint       ansible-lint (production profile) + ansible-doc for every module
-#   make bench      benchmarks (ratios against a baseline measured in the same run)
+#   make bench      benchmarks (ratios against a baseline measured in the same run); leaves
+#                   no simulator or lab running
 #   make lab-up | lab-down | lab-status
 #   make sim-up | sim-down | sim-status   the 100-host fleet simulator (network namespaces + sshd)
 #   make collection | ee-context   the fleetnap.power collection, an ansible-builder context
@@ -33,7 +34,7 @@ include packaging/packaging.mk
 include lab/sim.mk
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,11p' Makefile
 
 setup: deps venv
 
@@ -56,8 +57,8 @@ $(VENV)/.stamp: requirements.txt | $(CACHE)/deb.stamp
 
 # The tests that change this kernel's cpuidle settings run alone; the rest in parallel.
 test-unit: setup
-	$(BIN)/pytest -q -m live_kernel tests/modules
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not live_kernel and not lab" tests/unit tests/modules
+	$(BIN)/pytest -q --durations=5 -m live_kernel tests/modules
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m "not live_kernel and not lab" tests/unit tests/modules
 
 lint: setup
 	$(BIN)/python tests/ansible_lint.py --profile production --strict .
@@ -65,9 +66,11 @@ lint: setup
 	  $(BIN)/ansible-doc -M library $$n >/dev/null || { echo "ansible-doc failed for $$n"; exit 1; }; \
 	done; echo "ansible-doc: all modules render"
 
-test: setup lint test-unit test-sim
-	@rc=0; $(MAKE) --no-print-directory test-lab test-molecule || rc=$$?; \
-	$(MAKE) --no-print-directory lab-down; exit $$rc
+# Stages in order, first failure stops the rest; the lab is taken down whatever happened; each
+# stage's time is printed at the end (and each pytest stage lists its slowest tests).
+TEST_STAGES := lint test-unit test-sim test-lab test-molecule
+test: setup
+	$(BIN)/python tests/run_stages.py $(TEST_STAGES) --finally lab-down
 
 # The main job on the lab: plan and apply latency profiles, measure suspend/resume on every
 # guest, then apply again so the S3 decisions use the measurements.
@@ -82,8 +85,7 @@ demo: setup lab-up
 bench: setup
 	$(BIN)/python tests/bench/bench_pm_timeline.py
 	$(BIN)/python tests/bench/bench_gear_plan.py
-	$(MAKE) --no-print-directory sim-up
-	$(BIN)/python tests/bench/bench_apply_profile.py
-	$(MAKE) --no-print-directory sim-down
-	$(MAKE) --no-print-directory lab-up
-	$(BIN)/python tests/bench/bench_gear_shift.py
+	@rc=0; $(MAKE) --no-print-directory sim-up && $(BIN)/python tests/bench/bench_apply_profile.py || rc=$$?; \
+	$(MAKE) --no-print-directory sim-down; [ $$rc = 0 ] || exit $$rc; \
+	$(MAKE) --no-print-directory lab-up && $(BIN)/python tests/bench/bench_gear_shift.py || rc=$$?; \
+	$(MAKE) --no-print-directory lab-down; exit $$rc

@@ -203,9 +203,9 @@ def known_hosts_lines(hosts: list[dict], hostkey_pub: str) -> str:
     return "".join("[127.0.0.1]:%d %s %s\n" % (h["ssh_port"], kind, blob) for h in hosts)
 
 
-def ssh_options() -> list[str]:
+def ssh_options(known_hosts: Path = KNOWN_HOSTS) -> list[str]:
     """SSH options for the guests: their host key is checked against the lab's known_hosts."""
-    return ["-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=%s" % KNOWN_HOSTS,
+    return ["-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=%s" % known_hosts,
             "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
 
 
@@ -511,6 +511,33 @@ def stop_pid(pid: int, timeout: float = 10.0) -> None:
         wait_gone(pid, 5)
 
 
+LAB_PROGRAMS = ("qemu-system", "ipmi_sim", "wol_relay.py")
+
+
+def lab_processes() -> list[tuple[int, str]]:
+    """Every live (not zombie) process of this lab, whatever its pid files say: QEMU guests,
+    ipmi_sim BMCs and the WoL relay, recognised by a program name and a path under STATE on
+    their command line (so another lab with its own state directory is not touched)."""
+    marker = str(STATE) + "/"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        words = [w.decode("utf-8", "replace") for w in argv if w]
+        if state == "Z" or not words:
+            continue
+        prog = next((name for name in LAB_PROGRAMS
+                     if any(Path(w).name.startswith(name) for w in words[:2])), None)
+        if prog and any(w == str(STATE) or marker in w for w in words):
+            found.append((int(entry.name), prog))
+    return sorted(found)
+
+
 def port_free(port: int, kind: int) -> bool:
     with socket.socket(socket.AF_INET, kind) as s:
         try:
@@ -591,7 +618,9 @@ def bmc_power(host: dict) -> str:
 
 def ssh_cmd(host: dict, *command: str, key: Path | None = None) -> list[str]:
     return (["ssh", "-i", str(key or CACHE_ROOT / "id_ed25519"), "-p", str(host["ssh_port"]),
-             "-o", "BatchMode=yes"] + ssh_options()
+             "-o", "BatchMode=yes"]
+            # the known_hosts of the lab the guest belongs to (its state directory)
+            + ssh_options(Path(host["dir"]).parent / "known_hosts" if "dir" in host else KNOWN_HOSTS)
             + ["-o", "ConnectTimeout=5", "root@127.0.0.1"] + list(command))
 
 
@@ -787,7 +816,7 @@ def write_inventory(table: dict) -> Path:
             groups.setdefault(g, {"hosts": {}})["hosts"][h["name"]] = None
     # Host keys are checked: the guests' key is the lab's (lab_host_key), listed per port in
     # <state>/known_hosts, which up() writes before the guests boot.
-    lab_vars = {"ansible_ssh_common_args": " ".join(ssh_options())}
+    lab_vars = {"ansible_ssh_common_args": " ".join(ssh_options(KNOWN_HOSTS))}
     inv = {"all": {"children": {"lab": {"hosts": hosts, "vars": lab_vars,
                                         "children": dict(sorted(groups.items()))}}}}
     path = INVENTORY_DIR / "hosts.yml"
@@ -913,6 +942,10 @@ def down() -> dict:
                 if not wait_gone(q, 5):
                     stop_pid(q)
                 stopped.append("%s qemu" % h["name"])
+        # Guests before BMCs (a BMC closing its link first would hold its port in TIME_WAIT),
+        # including a QEMU whose pid file was lost.
+        stopped += stop_strays(("qemu-system",))
+        for h in hosts:
             b = ipmi_sim_alive(h)
             if b:
                 stop_pid(b)
@@ -923,7 +956,28 @@ def down() -> dict:
         for f in ("wol-relay.pid", "wol-relay.ready"):
             with contextlib.suppress(FileNotFoundError):
                 (STATE / f).unlink()
+        # Down means down: no guest, BMC or relay of this lab is left running, whatever the pid
+        # files said (a QEMU whose pid file was lost, a BMC that ignored SIGTERM).
+        stopped += stop_strays(LAB_PROGRAMS)
     return {"changed": bool(stopped), "stopped": stopped}
+
+
+def stop_strays(programs: tuple[str, ...], timeout: float = 30.0) -> list[str]:
+    """Stop every live process of this lab running one of programs; return what was stopped.
+    Returns only when none is left; raises LabError naming them if they outlive timeout."""
+    end = time.monotonic() + timeout
+    stopped = []
+    left = [(pid, prog) for pid, prog in lab_processes() if prog in programs]
+    while left:
+        for pid, prog in left:
+            if "%s pid %d (not in the lab's pid files)" % (prog, pid) not in stopped:
+                stopped.append("%s pid %d (not in the lab's pid files)" % (prog, pid))
+            stop_pid(pid, timeout=max(0.5, min(10.0, end - time.monotonic())))
+        left = [(pid, prog) for pid, prog in lab_processes() if prog in programs]
+        if left and time.monotonic() >= end:
+            raise LabError("these lab processes did not exit within %d s: %s"
+                           % (timeout, ", ".join("%s pid %d" % (prog, pid) for pid, prog in left)))
+    return stopped
 
 
 def status() -> list[dict]:

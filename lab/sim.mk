@@ -32,4 +32,4 @@ bench-sim: sim-up
 	$(BIN)/python tests/bench/bench_apply_profile.py
 
 test-sim: setup
-	$(BIN)/pytest -q -p no:cacheprovider -m sim tests/sim
+	$(BIN)/pytest -q -p no:cacheprovider --durations=5 -m sim tests/sim

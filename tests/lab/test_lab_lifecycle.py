@@ -53,6 +53,16 @@ def test_small_lab_up_idempotent_down_and_fresh_up(lab, tmp_path):
         down = json.loads(run_labctl("down", env=env).stdout)
         assert set(down["stopped"]) == {"wol-relay", "lab1 qemu", "lab1 ipmi_sim"}
         assert _procs_mentioning(str(state)) == []
+
+        # A guest whose pid file was lost is still stopped by down, before down returns.
+        run_labctl("up", env=env)
+        qemu_pid = int((state / "lab1" / "qemu.pid").read_text())
+        (state / "lab1" / "qemu.pid").unlink()
+        down = json.loads(run_labctl("down", env=env).stdout)
+        assert "qemu-system pid %d (not in the lab's pid files)" % qemu_pid in down["stopped"], down
+        assert _procs_mentioning(str(state)) == []
+        assert not Path("/proc/%d" % qemu_pid).exists() or \
+            Path("/proc/%d/stat" % qemu_pid).read_text().rsplit(")", 1)[1].split()[0] == "Z"
         for port, kind in ((22291, socket.SOCK_STREAM), (9691, socket.SOCK_DGRAM),
                            (9791, socket.SOCK_STREAM), (9099, socket.SOCK_DGRAM)):
             assert labctl.port_free(port, kind), port
