@@ -77,10 +77,29 @@ def _originals(model):
     return {"version": 1, "cpus": cpus, "governor": model["governor"]}
 
 
+def tuned_running(fs):
+    """True when tuned really runs: systemd has tuned.service active (its invocation link under
+    /run/systemd/units), or the pid in /run/tuned/tuned.pid is a live process named tuned. A pid
+    file left by a tuned that exited (or whose pid now belongs to another program) is not enough."""
+    if os.path.lexists(fs.path("/run/systemd/units/invocation:tuned.service")):
+        return True
+    pid = fs.read("/run/tuned/tuned.pid") or ""
+    if not pid.isdigit():
+        return False
+    try:
+        with open(fs.path("/proc/%s/stat" % pid), "rb") as fobj:
+            stat = fobj.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return False
+    name, _sep, rest = stat.partition(" (")[2].rpartition(") ")
+    fields = rest.split()
+    return name.startswith("tuned") and bool(fields) and fields[0] not in ("Z", "X")
+
+
 def _other_managers(fs):
     warnings = cmdline_conflicts(kernel_cmdline(fs))
     profile = fs.read("/etc/tuned/active_profile")
-    if fs.exists("/run/tuned/tuned.pid") and profile:
+    if profile and tuned_running(fs):
         warnings.append("tuned is running with profile %r: it may change C-state settings (force_latency, "
                         "cpu_dma_latency) behind fleetnap's back; disable its [cpu] plugin or stop tuned"
                         % profile)

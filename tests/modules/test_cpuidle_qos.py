@@ -195,9 +195,35 @@ def test_warns_about_other_managers(tmp_path, module_runner):
     (root / "etc/tuned/active_profile").write_text("latency-performance\n")
     (root / "run/tuned").mkdir(parents=True)
     (root / "run/tuned/tuned.pid").write_text("1234\n")
+    (root / "proc/1234").mkdir(parents=True)
+    (root / "proc/1234/stat").write_text("1234 (tuned) S 1 1234 1234 0 -1 4194560 5000 0 0 0\n")
     res = qos(module_runner, root, max_latency_us=20)
     text = " ".join(res["warnings"])
     assert "intel_idle.max_cstate=1" in text and "idle=poll" in text and "tuned is running" in text
+
+
+@pytest.mark.parametrize("process,unit,warned", [
+    (None, False, False),                                              # stale pid file, no process
+    ("1234 (tuned) Z 1 1234 1234 0 -1 4194560 0 0 0 0\n", False, False),  # a zombie tuned
+    ("1234 (sshd) S 1 1234 1234 0 -1 4194560 0 0 0 0\n", False, False),   # the pid reused
+    ("1234 (tuned) S 1 1234 1234 0 -1 4194560 0 0 0 0\n", False, True),   # tuned itself
+    (None, True, True),                                                # systemd: tuned.service active
+])
+def test_tuned_is_detected_by_a_live_process_or_an_active_unit(tmp_path, module_runner, process, unit, warned):
+    root = materialize("ivbep1", tmp_path / "root")
+    (root / "etc/tuned").mkdir(parents=True)
+    (root / "etc/tuned/active_profile").write_text("latency-performance\n")
+    (root / "run/tuned").mkdir(parents=True)
+    (root / "run/tuned/tuned.pid").write_text("1234\n")
+    if process:
+        (root / "proc/1234").mkdir(parents=True)
+        (root / "proc/1234/stat").write_text(process)
+    if unit:
+        (root / "run/systemd/units").mkdir(parents=True)
+        (root / "run/systemd/units/invocation:tuned.service").symlink_to("0123456789abcdef")
+    res = qos(module_runner, root, max_latency_us=20, check=True)
+    assert not res.failed, res.get("msg")
+    assert ("tuned is running" in " ".join(res.get("warnings", []))) is warned, res.get("warnings")
 
 
 def test_persist_and_global_latency_files(tmp_path, module_runner):
