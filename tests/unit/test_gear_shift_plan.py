@@ -305,6 +305,45 @@ def test_gear_schedule_cron_lines_and_bad_input(tmp_path):
     assert not (tmp_path / "units").exists()
 
 
+def test_gear_schedule_absent_removes_every_unit_it_installed(tmp_path):
+    units = tmp_path / "units"
+    proc = _schedule(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    old = units / "fleetnap-gear-20300614-06.timer"            # another day's, left by an earlier run
+    other = units / "unrelated.timer"                           # not ours: kept
+    for p in (old, other):
+        p.write_text("[Timer]\n")
+    assert len(list(units.glob("fleetnap-gear-*"))) == 9
+    from conftest import REPO, VENV_BIN
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(REPO / "playbooks/gear_schedule.yml"),
+           "-e", "gear_schedule_state=absent", "-e", "gear_schedule_unit_dir=%s" % units]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]            # no load history needed
+    assert sorted(p.name for p in units.iterdir()) == ["unrelated.timer"]
+    assert "9 unit file(s)" in proc.stdout
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0 and "changed=0" in proc.stdout.split("PLAY RECAP")[1].splitlines()[1]
+    assert "none were installed" in proc.stdout
+
+
+def test_the_readme_gear_schedule_command_runs_as_written_with_the_example_week(tmp_path):
+    """README: ansible-playbook -i INV playbooks/gear_schedule.yml -e gear_load_csv=... (dry run),
+    from the repository root, with the example load file that ships in inventories/example."""
+    from conftest import REPO, VENV_BIN
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("ansible-playbook -i INV playbooks/gear_schedule.yml")
+    command = readme[start:readme.index("```", start)].replace("\\\n", " ").split()
+    assert "gear_load_csv=inventories/example/load-week.csv" in command
+    command = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,"] + command[3:] + [
+        "-e", "gear_schedule_date=2026-11-24"]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    changes = [line for line in proc.stdout.splitlines() if "Changes:" in line]
+    assert changes and "gear 1" in changes[0] and "gear 3" in changes[0], changes
+
+
 def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
     """Through ansible-playbook: the owner is the main process (not a forked worker that ends with its task)."""
     from conftest import REPO, VENV_BIN
