@@ -10,6 +10,19 @@ class CpuListError(ValueError):
     """A CPU list that cannot be parsed."""
 
 
+# The largest NR_CPUS a Linux kernel can be built with (CONFIG_NR_CPUS_RANGE_END on x86_64 and
+# arm64 is 8192): a CPU number at or above it is refused before any range is built, so a
+# typo like 0-999999999 costs nothing.
+MAX_CPUS = 8192
+
+
+def _cpu_number(value, text):
+    if value >= MAX_CPUS:
+        raise CpuListError("CPU number %d in CPU list %r is beyond the largest a kernel can have (%d)"
+                           % (value, text, MAX_CPUS - 1))
+    return value
+
+
 def parse_cpulist(text):
     """Parse a kernel CPU list into a sorted list of unique ints.
 
@@ -21,7 +34,7 @@ def parse_cpulist(text):
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
             raise CpuListError("CPU number %d is negative" % text)
-        return [text]
+        return [_cpu_number(text, text)]
     if isinstance(text, (list, tuple, set)):
         cpus = set()
         for item in text:
@@ -37,21 +50,21 @@ def parse_cpulist(text):
         body = chunk
         if ":" in chunk:
             body, _, stride_text = chunk.partition(":")
-            if not stride_text.isdigit() or int(stride_text) < 1:
+            if not stride_text.isdigit() or not 1 <= int(stride_text) < MAX_CPUS:
                 raise CpuListError("bad stride in CPU list element %r" % chunk)
             stride = int(stride_text)
         if "-" in body:
             lo_text, _, hi_text = body.partition("-")
             if not (lo_text.isdigit() and hi_text.isdigit()):
                 raise CpuListError("bad range %r in CPU list %r (expected e.g. 0-3)" % (chunk, text))
-            lo, hi = int(lo_text), int(hi_text)
+            lo, hi = int(lo_text), _cpu_number(int(hi_text), text)
             if hi < lo:
                 raise CpuListError("range %r in CPU list %r runs backwards" % (chunk, text))
             cpus.update(range(lo, hi + 1, stride))
         else:
             if not body.isdigit() or stride != 1:
                 raise CpuListError("bad CPU number %r in CPU list %r" % (chunk, text))
-            cpus.add(int(body))
+            cpus.add(_cpu_number(int(body), text))
     return sorted(cpus)
 
 

@@ -37,3 +37,18 @@ def test_format(cpus, text):
 def test_roundtrip_kernel_lists():
     for text in ("0-319", "0-1,4-5,9", "0,2,4,6"):
         assert format_cpulist(parse_cpulist(text)) == text
+
+
+@pytest.mark.parametrize("text", ["0-999999999", "999999999", 10 ** 12, "0-8192", ["1", "0-99999999999"], "0-8191:99999999999"])
+def test_absurd_cpu_numbers_are_refused_before_anything_is_built(text):
+    import tracemalloc
+    tracemalloc.start()
+    with pytest.raises(CpuListError, match="beyond the largest a kernel can have|bad stride"):
+        parse_cpulist(text)
+    _now, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 1_000_000     # no range of a billion CPUs was built
+
+
+def test_the_largest_cpu_list_a_kernel_can_have():
+    assert len(parse_cpulist("0-8191")) == 8192

@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Input checks every module runs before it reads or changes anything.
+
+AnsibleModule's argument_spec checks types; what it lets through is checked here, from one table
+per module next to its argument_spec::
+
+    CHECKS = {
+        "timeout": number(lo=0, lo_open=True, hi=86400),      # seconds: finite, > 0, <= a day
+        "metrics_dir": path(),                                 # absolute, no NUL, no '..'
+        "device": name(r"^[A-Za-z0-9_.:-]{1,15}$", "an interface name"),
+    }
+    check_params(module, CHECKS)      # fails with "option timeout: must be ..." and returns nothing
+
+NaN and infinity pass every ``< 0`` test, so numbers are checked for being finite first; every
+number has an upper bound, so nothing is built or waited for from an absurd value. A failure
+names the option, says what is wrong and what was given. Standard library only (runs on targets).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+
+class ParamError(ValueError):
+    """An option's value that the module must refuse (the message names the option)."""
+
+
+def _show(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def number(lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
+    """A finite number (int or float; bools are not numbers) in [lo, hi] (open ends as asked)."""
+    def check(opt, value):
+        if isinstance(value, bool):
+            raise ParamError("option %s: must be a number, got %s" % (opt, _show(value)))
+        if not isinstance(value, (int, float)):
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise ParamError("option %s: must be a number, got %s" % (opt, _show(value)))
+        if not math.isfinite(value):
+            raise ParamError("option %s: must be a finite number, got %s" % (opt, value))
+        if integer and value != int(value):
+            raise ParamError("option %s: must be a whole number, got %s" % (opt, value))
+        low_bad = lo is not None and (value <= lo if lo_open else value < lo)
+        high_bad = hi is not None and (value >= hi if hi_open else value > hi)
+        if low_bad or high_bad:
+            raise ParamError("option %s: must be %s, got %s" % (opt, _range_text(lo, hi, lo_open, hi_open), value))
+        return value
+    return check
+
+
+def _range_text(lo, hi, lo_open, hi_open):
+    parts = []
+    if lo is not None:
+        parts.append("%s %g" % (">" if lo_open else ">=", lo))
+    if hi is not None:
+        parts.append("%s %g" % ("<" if hi_open else "<=", hi))
+    return " and ".join(parts)
+
+
+def numbers(lo=None, hi=None, lo_open=False, hi_open=False, integer=False, max_items=100000):
+    """A list (or a dict's values) of numbers, each as number() checks it."""
+    one = number(lo, hi, lo_open, hi_open, integer)
+
+    def check(opt, value):
+        items = list(value.values()) if isinstance(value, dict) else value
+        if not isinstance(items, (list, tuple)):
+            raise ParamError("option %s: must be a list of numbers, got %s" % (opt, _show(value)))
+        if len(items) > max_items:
+            raise ParamError("option %s: at most %d values, got %d" % (opt, max_items, len(items)))
+        for i, item in enumerate(items):
+            one("%s[%s]" % (opt, i), item)
+        return value
+    return check
+
+
+def path(absolute=True, allow_empty=False):
+    """A host path: absolute (a relative one would resolve against / on the target), no NUL byte,
+    no '..' component (nothing escapes a root prefix)."""
+    def check(opt, value):
+        if not isinstance(value, str):
+            raise ParamError("option %s: must be a path, got %s" % (opt, _show(value)))
+        if value == "" and allow_empty:
+            return value
+        if "\0" in value:
+            raise ParamError("option %s: a path cannot hold a NUL byte" % opt)
+        if absolute and not value.startswith("/"):
+            raise ParamError("option %s: must be an absolute path (a relative one would be taken "
+                             "from / on the host), got %s" % (opt, _show(value)))
+        if ".." in value.split("/"):
+            raise ParamError("option %s: '..' is not allowed in a path, got %s" % (opt, _show(value)))
+        if len(value) > 4096:
+            raise ParamError("option %s: a path of %d characters is longer than PATH_MAX" % (opt, len(value)))
+        return value
+    return check
+
+
+def name(pattern, what):
+    """A name matching pattern (anchored), e.g. an interface or a unit name."""
+    rx = re.compile(pattern)
+
+    def check(opt, value):
+        if not isinstance(value, str) or not rx.match(value):
+            raise ParamError("option %s: must be %s, got %s" % (opt, what, _show(value)))
+        return value
+    return check
+
+
+def text(max_len=4096, printable=True):
+    """A string of at most max_len characters, without control characters when printable."""
+    def check(opt, value):
+        if not isinstance(value, str):
+            raise ParamError("option %s: must be a string, got %s" % (opt, _show(value)))
+        if len(value) > max_len:
+            raise ParamError("option %s: at most %d characters, got %d" % (opt, max_len, len(value)))
+        if printable and any(ord(c) < 32 and c not in "\t" for c in value):
+            raise ParamError("option %s: control characters are not allowed, got %s" % (opt, _show(value)))
+        return value
+    return check
+
+
+def validate(params, checks):
+    """Run the checks over params (options left unset, i.e. None, are not checked). Raises
+    ParamError for the first option that is wrong, in the order of the table."""
+    for opt, check in checks.items():
+        value = params.get(opt)
+        if value is not None:
+            check(opt, value)
+
+
+def check_params(module, checks):
+    """validate() for an AnsibleModule: fails the module with the message, before anything else."""
+    try:
+        validate(module.params, checks)
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
+
+
+def read_text_file(real_path, what="file", limit=16 * 1024 * 1024):
+    """A text file's content, strictly UTF-8 and at most limit bytes; errors name the path.
+    Raises ParamError (a file fleetnap reads is input too)."""
+    try:
+        with open(real_path, "rb") as fobj:
+            data = fobj.read(limit + 1)
+    except (IOError, OSError) as exc:
+        raise ParamError("cannot read %s %s: %s" % (what, real_path, exc.strerror or exc))
+    if len(data) > limit:
+        raise ParamError("%s %s is larger than %d bytes" % (what, real_path, limit))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParamError("%s %s is not UTF-8 text (byte %d): repair or remove it"
+                         % (what, real_path, exc.start))
+
+
+def under_root(root, host_path):
+    """The real path of host_path under root, refusing one that leaves root (.. or a symlink
+    pointing outside it)."""
+    base = os.path.realpath(root or "/")
+    real = os.path.realpath(os.path.join(base, host_path.lstrip("/")))
+    if base != "/" and real != base and not real.startswith(base + os.sep):
+        raise ParamError("%s leaves the root %s (resolves to %s)" % (host_path, base, real))
+    return real
