@@ -186,6 +186,22 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 from ansible.module_utils.fleetnap.ipmi import Bmc, IpmiError
+from ansible.module_utils.fleetnap.validate import check_params, name, number, path
+
+# Every number finite and bounded: a NaN or infinite timeout would wait for ever.
+CHECKS = {
+    "bmc_host": name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
+    "bmc_port": number(lo=1, hi=65535, integer=True),
+    "bmc_user": name(r"^[^\x00-\x1f]{1,64}$", "a user name of 1-64 printable characters"),
+    "timeout": number(lo=0, lo_open=True, hi=3600),
+    "poll_interval": number(lo=0, hi=60),
+    "retries": number(lo=0, hi=10, integer=True),
+    "min_interval": number(lo=0, hi=600),
+    "cipher_suite": number(lo=0, hi=17, integer=True),
+    "session_timeout": number(lo=1, hi=60, integer=True),
+    "session_retries": number(lo=1, hi=10, integer=True),
+    "rate_limit_dir": path(),
+}
 
 TARGET = {"on": "on", "off": "off", "soft": "off", "cycle": "on"}
 
@@ -215,14 +231,7 @@ def main():
     )
     p = module.params
     started = time.time()
-    for name in ("timeout", "poll_interval", "min_interval"):
-        if p[name] < 0 or (name == "timeout" and p[name] == 0):
-            module.fail_json(msg="%s must be %s 0 seconds, got %s" % (name, "above" if name == "timeout" else ">=",
-                                                                      p[name]))
-    if p["retries"] < 0:
-        module.fail_json(msg="retries must be >= 0, got %d" % p["retries"])
-    if p["session_timeout"] < 1:
-        module.fail_json(msg="session_timeout must be >= 1 second, got %d" % p["session_timeout"])
+    check_params(module, CHECKS)
     if not p["bmc_password"]:
         module.fail_json(msg="no password for BMC %s:%d: set bmc_password or FLEETNAP_BMC_PASSWORD in the "
                              "task's environment" % (p["bmc_host"], p["bmc_port"]))

@@ -98,6 +98,18 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.validate import check_params, name, number
+
+# Every number finite and bounded: a NaN or infinite timeout would wait for ever.
+CHECKS = {
+    "host": name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
+    "port": number(lo=1, hi=65535, integer=True),
+    "since": number(lo=0),
+    "timeout": number(lo=0, lo_open=True, hi=86400),
+    "interval": number(lo=0, lo_open=True, hi=3600),
+    "probe_timeout": number(lo=0, lo_open=True, hi=300),
+    "silent_for": number(lo=0, hi=3600),
+}
 
 
 def answers(host, port, greeting, timeout):
@@ -135,8 +147,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if p["timeout"] <= 0 or p["interval"] <= 0:
-        module.fail_json(msg="timeout and interval must be > 0")
+    check_params(module, CHECKS)
     start = time.time()
     since = p["since"] if p["since"] is not None else start
     deadline = start + p["timeout"]

@@ -188,6 +188,18 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse
 from ansible.module_utils.fleetnap.sleep import POWER_DIR, read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
+from ansible.module_utils.fleetnap.validate import check_params, number, path
+
+# Every number finite and bounded: a NaN or infinite timeout would wait for ever.
+CHECKS = {
+    "rtc_wake_s": number(lo=2, hi=3600, integer=True),
+    "cycles": number(lo=1, hi=100, integer=True),
+    "pause_s": number(lo=0, hi=3600),
+    "log_dir": path(),
+    "top": number(lo=0, hi=1000, integer=True),
+    "start_delay_s": number(lo=0, hi=60),
+    "collect_timeout_s": number(lo=0, lo_open=True, hi=3600),
+}
 
 WAKEALARM = "/sys/class/rtc/rtc0/wakealarm"
 PRINT_TIMES = POWER_DIR + "/pm_print_times"
@@ -405,6 +417,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    check_params(module, CHECKS)
     host = socket.gethostname()
     fs = HostFS("/")
     if p["collect"] is not None:

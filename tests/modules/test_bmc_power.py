@@ -262,12 +262,16 @@ def test_unreachable_bmc_fails_within_the_bound(run, sim):
 
 
 @pytest.mark.parametrize("args,match", [
-    ({"bmc_port": 0}, "bmc_port 0 is not a UDP port"),
+    ({"bmc_port": 0}, "option bmc_port: must be >= 1 and <= 65535, got 0"),
     ({"bmc_host": "-x"}, "bmc_host '-x'"),
-    ({"timeout": 0}, "timeout must be above 0"),
-    ({"min_interval": -1}, "min_interval must be >= 0"),
-    ({"retries": -1}, "retries must be >= 0"),
-    ({"session_retries": 0}, "session_retries must be >= 1"),
+    ({"timeout": 0}, "option timeout: must be > 0 and <= 3600, got 0"),
+    ({"timeout": "nan"}, "option timeout: must be a finite number, got nan"),
+    ({"timeout": "inf"}, "option timeout: must be a finite number, got inf"),
+    ({"poll_interval": "nan"}, "option poll_interval: must be a finite number, got nan"),
+    ({"min_interval": -1}, "option min_interval: must be >= 0"),
+    ({"retries": -1}, "option retries: must be >= 0"),
+    ({"session_retries": 0}, "option session_retries: must be >= 1"),
+    ({"rate_limit_dir": "relative/dir"}, "option rate_limit_dir: must be an absolute path"),
 ])
 def test_bad_input_sends_nothing(run, sim, args, match):
     res = run("bmc_power", sim.args(**args))
