@@ -13,13 +13,16 @@ module: shift_lock
 short_description: An exclusive lock file on the controller, owned by the running ansible-playbook
 description:
   - Takes or releases a lock file so that two operations (two gear shifts) cannot overlap.
-  - The lock file is created atomically (C(O_CREAT|O_EXCL)) and holds the owner's PID, the
+  - The lock file appears complete or not at all (written to a temporary file, synced, then
+    hard-linked into place, which fails when the lock exists), and every take or release
+    decides under an exclusive C(flock) of C(PATH.guard), so two takers can never both own it.
+    It holds the owner's PID, the
     PID's start time (from C(/proc/PID/stat), so a recycled PID is not mistaken for the owner),
     the owner's command line and the time it was taken.
   - The owner is the C(ansible-playbook) main process this module runs under (found by walking up
     the process tree past Ansible's forked workers, which share its command line), or O(pid).
   - A lock held by a live process refuses with a message naming it. A lock whose owner is gone
-    (interrupted run) is taken over with a warning.
+    (interrupted run; a zombie counts as gone) or that is unreadable is taken over with a warning.
   - Releasing removes the file only when this run owns it (or with O(force=true)).
   - Run it on the controller (C(delegate_to=localhost), C(run_once=true)).
 version_added: "0.1.0"
@@ -93,18 +96,29 @@ import json
 import os
 import time
 
+import fcntl
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.validate import check_params, number, path as path_check, text
+
+CHECKS = {
+    "path": path_check(),
+    "pid": number(lo=1, hi=2 ** 22, integer=True),
+    "purpose": text(max_len=500),
+}
 
 
 def _stat(pid):
-    """(ppid, start_time) of a live pid, or None."""
+    """(ppid, start_time) of a live pid, or None (no such process, or a zombie: it has exited)."""
     try:
-        with open("/proc/%d/stat" % pid) as fh:
-            data = fh.read()
-    except (OSError, ValueError):
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+        rest = data[data.rindex(")") + 2:].split()
+        if rest[0] in ("Z", "X"):
+            return None
+        return int(rest[1]), int(rest[19])
+    except (OSError, ValueError, IndexError):
         return None
-    rest = data[data.rindex(")") + 2:].split()
-    return int(rest[1]), int(rest[19])
 
 
 def _cmdline(pid):
@@ -148,17 +162,49 @@ def _alive(owner):
 
 
 def _read(path):
+    """The lock's owner record, None without a lock; an unreadable lock (not UTF-8, not JSON, not
+    an object: written by hand or by something else) has no live owner to respect."""
     try:
-        with open(path) as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read(65536)
     except FileNotFoundError:
         return None
+    text = data.decode("utf-8", "replace")
     try:
         doc = json.loads(text)
-        return doc if isinstance(doc, dict) else {"pid": None, "raw": text[:200]}
     except ValueError:
-        # A half-written lock (a crash between create and write) has no live owner to respect.
         return {"pid": None, "raw": text[:200]}
+    return doc if isinstance(doc, dict) else {"pid": None, "raw": text[:200]}
+
+
+def _create(module, path, me):
+    """Put a complete lock file at path, or return False when one exists: write a temporary file,
+    fsync it, hard-link it to path (link fails if path exists), fsync the directory."""
+    directory = os.path.dirname(path) or "."
+    tmp = "%s.new.%d" % (path, os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(me, indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return True
+    except OSError as e:
+        module.fail_json(msg="cannot create lock %s: %s (is the directory writable?)" % (path, e), held=False)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _describe(owner):
@@ -179,6 +225,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    check_params(module, CHECKS)
     path = p["path"]
     pid = p["pid"] if p["pid"] is not None else _playbook_ancestor()
     if pid is None:
@@ -189,21 +236,52 @@ def main():
         module.fail_json(msg="shift_lock: owner PID %d is not a running process" % pid)
     me = {"pid": pid, "start_time": st[1], "cmdline": _cmdline(pid),
           "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "purpose": p["purpose"]}
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        if module.check_mode:
+            module.exit_json(changed=p["state"] == "present", held=p["state"] == "present",
+                             owner=me if p["state"] == "present" else {})
+        try:
+            os.makedirs(directory, 0o755)
+        except OSError as e:
+            module.fail_json(msg="cannot create the lock's directory %s: %s" % (directory, e), held=False)
+    if module.check_mode:       # decides, writes nothing (not even the guard)
+        module.exit_json(**_decide(module, p, path, pid, st, me))
+    # Every decision about the lock is taken holding the guard: read, decide and write cannot
+    # interleave between two takers (or a taker and a releaser).
+    try:
+        guard = os.open(path + ".guard", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        module.fail_json(msg="cannot open the lock guard %s.guard: %s" % (path, e), held=False)
+    try:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        result = _decide(module, p, path, pid, st, me)
+    finally:
+        os.close(guard)
+    module.exit_json(**result)
+
+
+def _decide(module, p, path, pid, st, me):
     current = _read(path)
     mine = current is not None and current.get("pid") == pid and current.get("start_time") == st[1]
 
     if p["state"] == "absent":
         if current is None:
-            module.exit_json(changed=False, held=False, owner={})
+            return {"changed": False, "held": False, "owner": {}}
         if not mine and not p["force"] and _alive(current):
             module.fail_json(msg="lock %s belongs to another live process, %s; not removing it (force: true "
                                  "removes it anyway)" % (path, _describe(current)), owner=current, held=False)
         if not module.check_mode:
-            os.unlink(path)
-        module.exit_json(changed=True, held=False, owner={})
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                module.fail_json(msg="cannot remove lock %s: %s" % (path, e), held=True)
+        return {"changed": True, "held": False, "owner": {}}
 
     if mine:
-        module.exit_json(changed=False, held=True, owner=current)
+        return {"changed": False, "held": True, "owner": current}
     result = {"changed": True, "held": True, "owner": me}
     if current is not None:
         if _alive(current):
@@ -214,36 +292,17 @@ def main():
         module.warn("lock %s was left by %s, which is no longer running (an interrupted run): taking it over"
                     % (path, _describe(current)))
     if module.check_mode:
-        module.exit_json(**result)
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+        return result
     if current is not None:
-        # Replace the stale lock atomically: rename it aside (only one taker wins the rename).
-        aside = "%s.stale.%d" % (path, os.getpid())
         try:
-            os.rename(path, aside)
+            os.unlink(path)
         except FileNotFoundError:
             pass
-        else:
-            moved = _read(aside) or {}
-            if (moved.get("pid"), moved.get("start_time")) != (current.get("pid"), current.get("start_time")):
-                # Another run replaced the stale lock first: put its lock back and refuse.
-                os.rename(aside, path)
-                module.fail_json(msg="another shift took the stale lock %s over first: %s" % (path, _describe(moved)),
-                                 owner=moved, held=False)
-            os.unlink(aside)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
+    if not _create(module, path, me):
         other = _read(path) or {}
-        module.fail_json(msg="another shift took the lock %s at the same moment: %s" % (path, _describe(other)),
+        module.fail_json(msg="another process created the lock %s at the same moment: %s" % (path, _describe(other)),
                          owner=other, held=False)
-    except OSError as e:
-        module.fail_json(msg="cannot create lock %s: %s (is the directory writable?)" % (path, e))
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(me, indent=2) + "\n")
-    module.exit_json(**result)
+    return result
 
 
 if __name__ == "__main__":

@@ -51,17 +51,21 @@ def number(lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and (value >= hi if hi_open else value > hi)
         if low_bad or high_bad:
-            raise ParamError("option %s: must be %s, got %s" % (opt, _range_text(lo, hi, lo_open, hi_open), value))
+            raise ParamError("option %s: must be %s, got %s" % (opt, _range_text(lo, hi, lo_open, hi_open), _num(value)))
         return value
     return check
+
+
+def _num(x):
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
 
 
 def _range_text(lo, hi, lo_open, hi_open):
     parts = []
     if lo is not None:
-        parts.append("%s %g" % (">" if lo_open else ">=", lo))
+        parts.append("%s %s" % (">" if lo_open else ">=", _num(lo)))
     if hi is not None:
-        parts.append("%s %g" % ("<" if hi_open else "<=", hi))
+        parts.append("%s %s" % ("<" if hi_open else "<=", _num(hi)))
     return " and ".join(parts)
 
 

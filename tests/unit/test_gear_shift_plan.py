@@ -231,8 +231,15 @@ def test_shift_lock_without_a_playbook_owner(module_runner, tmp_path):
     res = module_runner("shift_lock", {"path": str(tmp_path / "l")})
     assert res.failed and "no ansible-playbook process above this module" in res["msg"]
     assert not (tmp_path / "l").exists()
-    res = module_runner("shift_lock", {"path": str(tmp_path / "l"), "pid": 2 ** 22 + 7})
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    res = module_runner("shift_lock", {"path": str(tmp_path / "l"), "pid": gone.pid})
     assert res.failed and "is not a running process" in res["msg"]
+    res = module_runner("shift_lock", {"path": str(tmp_path / "l"), "pid": 2 ** 22 + 7})
+    assert res.failed and "option pid: must be >= 1 and <= 4194304" in res["msg"]
+    res = module_runner("shift_lock", {"path": "gear/shift.lock", "pid": os.getpid()})
+    assert res.failed and "option path: must be an absolute path" in res["msg"]
+    assert not (tmp_path / "l").exists()
 
 
 # --- playbooks/gear_schedule.yml on the controller (no lab) ------------------------------------
