@@ -51,7 +51,8 @@ def number(lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
         low_bad = lo is not None and (value <= lo if lo_open else value < lo)
         high_bad = hi is not None and (value >= hi if hi_open else value > hi)
         if low_bad or high_bad:
-            raise ParamError("option %s: must be %s, got %s" % (opt, _range_text(lo, hi, lo_open, hi_open), _num(value)))
+            raise ParamError("option %s: must be %s, got %s"
+                             % (opt, _range_text(lo, hi, lo_open, hi_open), _num(value)))
         return value
     return check
 
