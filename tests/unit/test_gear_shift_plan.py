@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from datetime import date
@@ -349,6 +350,29 @@ def test_the_readme_gear_schedule_command_runs_as_written_with_the_example_week(
     assert proc.returncode == 0, proc.stdout[-3000:]
     changes = [line for line in proc.stdout.splitlines() if "Changes:" in line]
     assert changes and "gear 1" in changes[0] and "gear 3" in changes[0], changes
+
+
+def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path):
+    """gear_shift.yml with a gear outside [gmin, replicas]: the plan play fails, and the lock it
+    took in the first play is released (the next shift does not meet a dead owner's lock)."""
+    from conftest import REPO, TARGET_PYTHON, VENV_BIN
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]          # bound, never listening: nothing answers
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {
+        "h%d" % i: {"ansible_host": "127.0.0.1", "ansible_port": port, "fleetnap_gear_group": i,
+                    "fleetnap_rack": "r%d" % i} for i in (1, 2, 3)}}}))
+    sd = tmp_path / "gear"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks/gear_shift.yml"),
+                           "-e", "gear=9", "-e", "gear_state_dir=%s" % sd, "-e", "gear_probe_timeout_s=1",
+                           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON],
+                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    closed.close()
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "(the gear-shift lock was released)" in proc.stdout and "outside" in proc.stdout, proc.stdout[-3000:]
+    assert sd.is_dir() and not (sd / "shift.lock").exists()
 
 
 def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
