@@ -26,6 +26,19 @@ class HostFsError(Exception):
     """Something under the host root is missing, unreadable or not writable."""
 
 
+class FileWriteError(HostFsError, OSError):
+    """A file could not be written; the message names it (an OSError too, for callers that
+    handle those)."""
+
+
+def _fsync_dir(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class BatchWriteError(HostFsError):
     """A batch of writes failed; ``rolled_back`` tells whether the host is as it was."""
 
@@ -203,18 +216,30 @@ def write_file_atomic(fs, host_path, content, mode=0o644, module=None):
     except (IOError, OSError):
         pass
     directory = os.path.dirname(real)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(prefix=".fleetnap-", dir=directory)
     try:
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        fd, tmp = tempfile.mkstemp(prefix=".fleetnap-", dir=directory)
+    except (IOError, OSError) as exc:
+        raise FileWriteError("cannot write %s: %s" % (real, exc.strerror or exc))
+    try:
+        # Synced before and after the rename: a host suspended or powered off right after this
+        # keeps either the old file or the new one, never an empty one.
         with os.fdopen(fd, "wb") as fobj:
             fobj.write(data)
+            fobj.flush()
+            os.fsync(fobj.fileno())
         os.chmod(tmp, mode)
         if module is not None:
             module.atomic_move(tmp, real)
             os.chmod(real, mode)
         else:
             os.rename(tmp, real)
+        _fsync_dir(directory)
+    except (IOError, OSError) as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise FileWriteError("cannot write %s: %s" % (real, exc.strerror or exc))
     except Exception:
         if os.path.exists(tmp):
             os.unlink(tmp)
