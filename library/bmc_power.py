@@ -47,7 +47,9 @@ options:
       - V(status) only reads. V(on) and V(off) are hard power on and off.
       - V(soft) asks the operating system to shut down (ACPI power button) and waits for off;
         it never escalates to a hard off unless O(soft_fallback_hard=true).
-      - V(cycle) powers off and on again (on a host that is off it powers on) and verifies on.
+      - V(cycle) powers off, verifies off, powers on and verifies on (on a host that is off it
+        powers on), each phase within O(timeout), so a BMC that accepted the request and did nothing
+        is reported as a failure.
     type: str
     choices: [status, on, off, soft, cycle]
     default: status
@@ -166,10 +168,16 @@ elapsed_s:
   returned: always
   type: float
 states_seen:
-  description: Distinct power states read while waiting, in order (for O(state=cycle) shows the off phase when it was caught).
+  description: >-
+    Distinct power states read, in order, starting with the one before acting (for O(state=cycle)
+    from on, V(on), V(off), V(on): the off phase is always seen).
   returned: when the module acted
   type: list
   elements: str
+cycled:
+  description: With O(state=cycle), whether the host was seen off and then on again (false when it was off before).
+  returned: when O(state=cycle) acted
+  type: bool
 escalated:
   description: O(state=soft) fell back to a hard power off.
   returned: when O(state=soft)
@@ -287,7 +295,12 @@ def main():
             bmc.power("soft")
             result["escalated"] = False
         elif state == "cycle":
-            bmc.power("on" if before == "off" else "cycle")
+            reached, last, seen, phase = bmc.cycle(before, p["timeout"], poll)
+            if not reached:
+                fail("BMC %s accepted 'chassis power %s' for the power cycle but still reports %s after %.0f s; "
+                     "the cycle did not happen" % (bmc.target, phase, last, p["timeout"]),
+                     power=last, states_seen=seen)
+            module.exit_json(**finish(power=last, states_seen=seen, cycled=before != "off"))
         reached, last, seen = bmc.wait_for(target, p["timeout"], poll)
         if not reached and state == "soft":
             if not p["soft_fallback_hard"]:

@@ -288,6 +288,24 @@ class Bmc(object):
             raise ValueError("unknown power action %r" % (action,))
         return self.run(["chassis", "power", ACTIONS[action]])
 
+    def cycle(self, before, timeout, poll=1.0):
+        """Power-cycle and prove it: from on, 'chassis power off' until the BMC reports off, then
+        'chassis power on' until it reports on (a BMC's own 'power cycle' keeps the host off for
+        a second or so, which polling can miss, and a BMC that did nothing still says on). From
+        off, power on. Returns (reached, last_state, states_seen, phase): phase is the step that
+        did not finish ('off' or 'on'), None when the cycle is proven."""
+        seen = [before]
+        if before != "off":
+            self.power("off")
+            reached, last, got = self.wait_for("off", timeout, poll)
+            seen += [s for s in got if s != seen[-1]]
+            if not reached:
+                return False, last, seen, "off"
+        self.power("on")
+        reached, last, got = self.wait_for("on", timeout, poll)
+        seen += [s for s in got if s != seen[-1]]
+        return reached, last, seen, None if reached else "on"
+
     def wait_for(self, wanted, timeout, poll=1.0):
         """Poll status until ``wanted`` or ``timeout`` s; return (reached, last_state, states_seen)."""
         deadline = self.clock() + timeout

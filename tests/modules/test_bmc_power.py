@@ -222,7 +222,9 @@ def test_cycle_restarts_the_vm(run, sim):
     before = sim.qemu()
     res = run("bmc_power", sim.args(state="cycle"))
     assert not res.failed and res.changed and res["power"] == "on", res.get("msg")
-    assert "chassis power cycle" in [c["command"] for c in res["commands"]]
+    assert res["cycled"] and res["states_seen"] == ["on", "off", "on"], res
+    commands = [c["command"] for c in res["commands"]]
+    assert commands.index("chassis power off") < commands.index("chassis power on"), commands
     assert sim.wait(lambda: len(sim.qemu()) == 1 and sim.qemu() != before), "QEMU was not restarted"
     # From off, cycle powers on.
     sim.set_power("off")

@@ -203,3 +203,24 @@ def test_bmc_guard_wraps_argv_and_maps_timeout(tmp_path):
 def test_bmc_rejects_session_retries_zero(tmp_path):
     with pytest.raises(ValueError, match="session_retries must be >= 1"):
         _bmc(tmp_path, ScriptedRunner(), session_retries=0)
+
+
+def test_cycle_that_the_bmc_ignored_is_reported_not_proven(tmp_path):
+    """A BMC that answers every command and never changes state: the cycle fails at its off phase
+    (before, 'power cycle' was accepted and 'on' read back at once: reported as done)."""
+    on = (0, "Chassis Power is on\n", "")
+    ok = (0, "Chassis Power Control: Down/Off\n", "")
+    runner = ScriptedRunner(ok, *[on] * 10)
+    bmc, _clock = _bmc(tmp_path, runner)
+    reached, last, seen, phase = bmc.cycle("on", timeout=3, poll=1)
+    assert (reached, last, seen, phase) == (False, "on", ["on"], "off")
+    assert runner.calls[0][0][-3:] == ["chassis", "power", "off"]
+    assert not any(c[0][-1] == "on" and c[0][-2] == "power" for c in runner.calls)   # never asked for on
+
+
+def test_cycle_from_on_sees_off_then_on(tmp_path):
+    off, on = (0, "Chassis Power is off\n", ""), (0, "Chassis Power is on\n", "")
+    ack = (0, "Chassis Power Control: ok\n", "")
+    runner = ScriptedRunner(ack, on, off, ack, off, on)
+    bmc, _clock = _bmc(tmp_path, runner)
+    assert bmc.cycle("on", timeout=10, poll=1) == (True, "on", ["on", "off", "on"], None)
