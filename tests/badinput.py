@@ -1,0 +1,114 @@
+"""Tables of bad input, run through Ansible: each module's table is one ansible-playbook run.
+
+A table is a list of ``(case, args, words)``: the module's arguments and words its failure
+message must contain. ``{tmp}`` in a string argument is replaced by a directory of the case's own
+(holding a marker file), hashed before and after: a refusal changes nothing there.
+
+A whole table runs as one playbook (one task per case, ``ignore_errors``, each task bounded by
+Ansible's task ``timeout``), so a table of 20 cases costs one ansible-playbook start instead of 20.
+Each case is still its own pytest test, with its own verdict:
+
+    CASES = case_params(TABLES)
+
+    @pytest.mark.parametrize("module,index,words", CASES)
+    def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
+        assert_refused(run_table(module, TABLES[module], tmp_path_factory), index, words)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TARGET_PYTHON, VENV_BIN, snapshot_tree
+
+BOUND_S = 60       # every refusal comes well within this; Ansible's task timeout stops a hang there
+TASK_TIMEOUT_S = 90
+NAN, INF = "nan", "inf"
+
+_RESULTS: dict = {}
+
+
+def case_params(tables: dict) -> list:
+    out = []
+    for module, table in tables.items():
+        names = [case for case, _a, _w in table]
+        assert len(set(names)) == len(names), "%s: two cases with one name" % module
+        out += [pytest.param(module, i, words, id="%s: %s" % (module, case))
+                for i, (case, _args, words) in enumerate(table)]
+    return out
+
+
+def _fill(value, tmp: Path):
+    if isinstance(value, str):
+        return value.replace("{tmp}", str(tmp))
+    if isinstance(value, list):
+        return [_fill(v, tmp) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, tmp) for k, v in value.items()}
+    return value
+
+
+def _duration_s(task: dict) -> float:
+    d = task["task"]["duration"]
+    end, start = (datetime.fromisoformat(d[k].rstrip("Z").split("+")[0]) for k in ("end", "start"))
+    return (end - start).total_seconds()
+
+
+def run_table(module: str, table: list, tmp_path_factory) -> dict:
+    """Run every case of ``module``'s table in one playbook (once per session); return the outcomes."""
+    if module in _RESULTS:
+        return _RESULTS[module]
+    root = tmp_path_factory.mktemp("bad-%s" % module)
+    tasks, dirs = [], []
+    for i, (case, args, _words) in enumerate(table):
+        work = root / ("case-%02d" % i)
+        work.mkdir()
+        (work / "marker").write_text("as it was\n")
+        dirs.append(work)
+        tasks.append({"name": "%02d %s" % (i, case), module: _fill(args, work),
+                      "ignore_errors": True, "timeout": TASK_TIMEOUT_S})
+    before = [snapshot_tree(d) for d in dirs]
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
+    book = root / "table.yml"
+    book.write_text(json.dumps(play, indent=1))   # JSON is YAML
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json")
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-M", str(REPO / "library"),
+           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, str(book)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO),
+                          timeout=TASK_TIMEOUT_S * len(table) + 120)
+    start = proc.stdout.find("{")
+    try:
+        report = json.loads(proc.stdout[start:])
+        ran = report["plays"][0]["tasks"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError("ansible-playbook produced no report (rc=%d)\nstdout:\n%s\nstderr:\n%s"
+                             % (proc.returncode, proc.stdout, proc.stderr))
+    assert len(ran) == len(table), "%d of %d cases ran\n%s" % (len(ran), len(table), proc.stderr)
+    outcomes = []
+    for i, task in enumerate(ran):
+        outcomes.append({"result": task["hosts"]["localhost"], "elapsed_s": _duration_s(task),
+                         "unchanged": snapshot_tree(dirs[i]) == before[i], "dir": str(dirs[i])})
+    _RESULTS[module] = {"cases": outcomes, "stderr": proc.stderr}
+    return _RESULTS[module]
+
+
+def assert_refused(table_run: dict, index: int, words: str) -> None:
+    """The case failed, with ``words`` in its message, no traceback anywhere, in time, nothing changed."""
+    out = table_run["cases"][index]
+    res = out["result"]
+    msg = str(res.get("msg", ""))
+    assert res.get("failed"), res
+    assert words in msg, msg
+    for text in (msg, str(res.get("module_stderr", "")), str(res.get("exception", "")),
+                 str(res.get("module_stdout", "")), table_run["stderr"]):
+        assert "Traceback" not in text, text
+    assert out["elapsed_s"] < BOUND_S, out["elapsed_s"]
+    assert out["unchanged"], "the case's directory %s changed" % out["dir"]
