@@ -39,8 +39,11 @@ options:
     required: true
   bmc_password:
     description:
-      - IPMI password. If omitted, taken from the environment variable C(FLEETNAP_BMC_PASSWORD)
-        or C(IPMI_PASSWORD) of the task.
+      - IPMI password. Give it here and nowhere else, for example from the controller's environment
+        with C(lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')) or from a vault variable.
+      - It is not taken from the module's environment. A task's C(environment:) keyword puts its
+        variables on the command line that starts the module (visible in C(ps) and in C(-vvv)
+        output), so a password there would leak; the module refuses instead.
     type: str
   state:
     description:
@@ -130,12 +133,11 @@ EXAMPLES = r"""
   delegate_to: localhost
   throttle: 10
 
-- name: Read the power state, password from the environment
+- name: Read the power state, password from the controller's environment (never a task's environment:)
   bmc_power:
     bmc_host: 10.0.40.17
     bmc_user: admin
-  environment:
-    FLEETNAP_BMC_PASSWORD: "{{ vault_bmc_password }}"
+    bmc_password: "{{ lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD') }}"
   delegate_to: localhost
   register: bmc
 
@@ -190,9 +192,10 @@ commands:
   sample: [{command: chassis power status, start: 1714557600.1, end: 1714557600.13, waited_s: 0, rc: 0}]
 """
 
+import os
 import time
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.ipmi import Bmc, IpmiError
 from ansible.module_utils.fleetnap.validate import check_params, name, number, path
 
@@ -220,8 +223,7 @@ def main():
             bmc_host=dict(type="str", required=True),
             bmc_port=dict(type="int", default=623),
             bmc_user=dict(type="str", required=True),
-            bmc_password=dict(type="str", no_log=True,
-                              fallback=(env_fallback, ["FLEETNAP_BMC_PASSWORD", "IPMI_PASSWORD"])),
+            bmc_password=dict(type="str", no_log=True),
             state=dict(type="str", default="status", choices=["status", "on", "off", "soft", "cycle"],
                        aliases=["power"]),
             timeout=dict(type="float", default=60),
@@ -241,8 +243,13 @@ def main():
     started = time.time()
     check_params(module, CHECKS)
     if not p["bmc_password"]:
-        module.fail_json(msg="no password for BMC %s:%d: set bmc_password or FLEETNAP_BMC_PASSWORD in the "
-                             "task's environment" % (p["bmc_host"], p["bmc_port"]))
+        hint = ""
+        if os.environ.get("FLEETNAP_BMC_PASSWORD") or os.environ.get("IPMI_PASSWORD"):
+            hint = (" (FLEETNAP_BMC_PASSWORD/IPMI_PASSWORD in the module's environment is not used: a task's "
+                    "environment: puts it on a command line)")
+        module.fail_json(msg="no password for BMC %s:%d: give bmc_password, for example from the controller's "
+                             "environment with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')%s"
+                             % (p["bmc_host"], p["bmc_port"], hint))
 
     ipmitool = module.get_bin_path("ipmitool", required=True)
     timeout_bin = module.get_bin_path("timeout")  # coreutils; a hard bound on each ipmitool run

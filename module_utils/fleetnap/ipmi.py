@@ -89,8 +89,8 @@ def build_argv(ipmitool, host, port, user, command, interface="lanplus", cipher_
 def password_env(password):
     """The environment update that hands the password to ``ipmitool -E``."""
     if password is None or password == "":
-        raise ValueError("no BMC password: set bmc_password or FLEETNAP_BMC_PASSWORD / IPMI_PASSWORD "
-                         "in the environment of the task")
+        raise ValueError("no BMC password: give bmc_password (e.g. a lookup of FLEETNAP_BMC_PASSWORD in the "
+                         "controller's environment)")
     return {"IPMI_PASSWORD": password}
 
 

@@ -242,15 +242,46 @@ def test_wrong_password_fails_without_retries(run, sim):
     assert "not-the-password" not in repr(dict(res))
 
 
-def test_missing_password_and_env_fallback(run, sim):
+def run_play(tasks, tmp_path, env, *extra):
+    """Run tasks on localhost through ansible-playbook (a playbook file: nothing on the command line
+    but the file's name); return (the tasks' results, stdout + stderr)."""
+    import json
+    from conftest import REPO, TARGET_PYTHON, VENV_BIN
+    book = tmp_path / ("play-%d.yml" % len(list(tmp_path.glob("play-*.yml"))))
+    book.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
+    full = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json", **env)
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-M", str(REPO / "library"), "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON,
+                           *extra, str(book)], capture_output=True, text=True, env=full, cwd=str(REPO), timeout=300)
+    out = proc.stdout + proc.stderr
+    report = json.loads(proc.stdout[proc.stdout.find("\n{") + 1:] if not proc.stdout.startswith("{") else proc.stdout)
+    return [t["hosts"]["localhost"] for t in report["plays"][0]["tasks"]], out
+
+
+LOOKUP = "{{ lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD') }}"
+
+
+def test_password_only_from_the_argument(run, sim, tmp_path):
+    """The module does not read FLEETNAP_BMC_PASSWORD / IPMI_PASSWORD from its own environment (a
+    task's environment: would have put it on a command line); the documented way, a lookup of the
+    controller's environment into bmc_password, works."""
     args = sim.args(state="status")
     del args["bmc_password"]
-    env = {"FLEETNAP_BMC_PASSWORD": "", "IPMI_PASSWORD": ""}
-    res = run("bmc_power", args, env=env)
+    res = run("bmc_power", args, env={"FLEETNAP_BMC_PASSWORD": "", "IPMI_PASSWORD": ""})
     assert res.failed and "no password for BMC 127.0.0.1:%d" % sim.port in res["msg"]
     res = run("bmc_power", args, env={"FLEETNAP_BMC_PASSWORD": PASSWORD})
-    assert not res.failed and res["power"] in ("on", "off")
+    assert res.failed and "in the module's environment is not used" in res["msg"], res
+    assert "lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')" in res["msg"]
     assert_no_secret(res)
+    (via_env, via_lookup), _out = run_play(
+        [{"bmc_power": args, "environment": {"FLEETNAP_BMC_PASSWORD": PASSWORD}, "ignore_errors": True},
+         {"bmc_power": dict(args, bmc_password=LOOKUP)}],
+        tmp_path, {"FLEETNAP_BMC_PASSWORD": PASSWORD})
+    assert via_env.get("failed") and "is not used" in via_env["msg"]
+    assert not via_lookup.get("failed") and via_lookup["power"] in ("on", "off"), via_lookup
+    assert_no_secret(via_lookup)
 
 
 def test_unreachable_bmc_fails_within_the_bound(run, sim):
@@ -336,28 +367,28 @@ def test_password_never_in_argv(run, sim):
                     seen.append(b"LEAK " + cmd)
             time.sleep(0.002)
 
-    # The test harness would put module arguments on the ansible CLI's own command line (a
-    # playbook would not), so the password comes from the task environment here.
+    # The documented way: bmc_password looked up in the controller's environment, in a playbook
+    # (nothing on a command line); -vvv shows what Ansible runs, which must not hold it either.
     env = {"FLEETNAP_BMC_PASSWORD": PASSWORD}
-    on_args = sim.args(state="on", min_interval=0.3)
-    off_args = sim.args(state="off", min_interval=0.3)
-    del on_args["bmc_password"], off_args["bmc_password"]
+    base = sim.args(min_interval=0.3, bmc_password=LOOKUP)
+    tasks = [{"bmc_power": dict(base, state="on")},
+             {"bmc_power": dict(base, state="off")},
+             # An unanswered BMC keeps ipmitool alive for seconds: the sampler is sure to see it.
+             {"bmc_power": dict(base, state="off", bmc_port=free_port(socket.SOCK_DGRAM), retries=0),
+              "ignore_errors": True}]
     t = threading.Thread(target=sampler)
     t.start()
     try:
-        on = run("bmc_power", on_args, env=env)
-        off = run("bmc_power", off_args, env=env)
-        # An unanswered BMC keeps ipmitool alive for seconds: the sampler is sure to see it.
-        slow = run("bmc_power", dict(off_args, bmc_port=free_port(socket.SOCK_DGRAM), retries=0), env=env)
+        (on, off, slow), out = run_play(tasks, sim.dir, env, "-vvv")
     finally:
         stop.set()
         t.join()
-    assert not on.failed and not off.failed and slow.failed
+    assert not on.get("failed") and not off.get("failed") and slow.get("failed")
     assert not [c for c in seen if c.startswith(b"LEAK")]
     assert any(b"ipmitool" in c and b"-E" in c for c in seen), "the sampler never caught ipmitool running"
+    assert "EXEC" in out and PASSWORD not in out     # -vvv output: the commands Ansible ran
     for res in (on, off, slow):
         assert_no_secret(res)
-
 
 
 def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path):
