@@ -1,0 +1,212 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gear_state
+short_description: Keep a gear shift's state file true while the shift runs, batch by batch
+description:
+  - Runs on the controller (C(delegate_to=localhost), C(run_once=true)) once per batch of a gear
+    shift and updates C(hosts.NAME.state) in the state file that M(gear_shift_plan) reads as the
+    previous shift's result. The final record of the shift replaces the whole file.
+  - Without it the state file changed only at the end, so after an interrupted shift the hosts it
+    had put down were still "expected on", and the next shift took them for failed hosts
+    (refused or degraded) instead of converging.
+  - V(before_down) marks the batch's hosts that the plan puts down as C(asleep) (suspend) or
+    C(off) (BMC) before anything is powered down (write-ahead). A host so marked that is still
+    up is only "not expected to answer", which a later shift corrects by observing it.
+  - V(after_down) keeps that mark for hosts that went down and puts C(on) back for hosts whose
+    down failed while they stayed up. V(after_up) marks C(on) the hosts whose wake was verified.
+  - Hosts the event does not concern are left as they are. The file is written atomically (temp
+    file, fsync, rename, directory fsync); the gear-shift lock makes this the only writer.
+version_added: "0.1.0"
+author:
+  - fleetnap contributors
+options:
+  path:
+    description: The state file (JSON with a C(hosts) object). Created when missing.
+    type: path
+    required: true
+  event:
+    description: What just happened to the batch (see the description).
+    type: str
+    choices: [before_down, after_down, after_up]
+    required: true
+  hosts:
+    description: The batch (inventory host names).
+    type: list
+    elements: str
+    required: true
+  rows:
+    description: M(gear_shift_plan)'s C(rows) (C(host), C(action), C(method)); needed by V(before_down).
+    type: list
+    elements: dict
+    default: []
+  results:
+    description:
+      - The hosts' results after the action (C(host), C(ok), C(state) as gear_member reports them);
+        needed by V(after_down) and V(after_up). A host without a result is left as it is.
+    type: list
+    elements: dict
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would change; writes nothing.
+  diff_mode:
+    support: full
+    description: The hosts' states before and after.
+  platform:
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Mark the batch's hosts going down (before anything is powered down)
+  gear_state:
+    path: "{{ gear_state_file }}"
+    event: before_down
+    hosts: "{{ ansible_play_batch }}"
+    rows: "{{ gear_shift.rows }}"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+updated:
+  description: Host -> the state written for it by this call.
+  returned: always
+  type: dict
+  sample: {lab2: asleep, lab5: asleep}
+"""
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path, read_text_file
+
+HOST_NAME = name(r"^[A-Za-z0-9_.:@\[\]-]{1,255}$", "an inventory host name")
+CHECKS = {"path": path()}
+MAX_HOSTS = 100000
+STATES = ("on", "asleep", "off", "unknown")
+
+
+def _check_lists(p):
+    if len(p["hosts"]) > MAX_HOSTS:
+        raise ParamError("option hosts: at most %d hosts, got %d" % (MAX_HOSTS, len(p["hosts"])))
+    for i, h in enumerate(p["hosts"]):
+        HOST_NAME("hosts[%d]" % i, h)
+    for opt in ("rows", "results"):
+        if len(p[opt]) > MAX_HOSTS:
+            raise ParamError("option %s: at most %d entries, got %d" % (opt, MAX_HOSTS, len(p[opt])))
+        for i, item in enumerate(p[opt]):
+            if not isinstance(item.get("host"), str):
+                raise ParamError("option %s[%d]: needs a host name (host), got %r" % (opt, i, item.get("host")))
+    if p["event"] == "before_down" and not p["rows"] and p["hosts"]:
+        raise ParamError("option rows: event before_down needs the plan's rows")
+
+
+def read_state(real):
+    """The state document, or a new one when the file does not exist. Raises ParamError naming the
+    file when it is not a JSON object with a 'hosts' object."""
+    if not os.path.exists(real):
+        return {"hosts": {}}
+    doc = json.loads(read_text_file(real, "state file"), parse_constant=_no_constant) if os.path.getsize(real) else None
+    if not isinstance(doc, dict) or not isinstance(doc.get("hosts"), dict):
+        raise ParamError("state file %s is not a JSON object with a 'hosts' object: fix or remove it" % real)
+    for h, entry in doc["hosts"].items():
+        if not isinstance(entry, dict):
+            raise ParamError("state file %s: hosts.%s is not an object (got %s): fix or remove the file"
+                             % (real, h, type(entry).__name__))
+    return doc
+
+
+def _no_constant(token):
+    raise ValueError("%s is not a JSON number" % token)
+
+
+def decide(event, hosts, rows, results):
+    """Host -> state to write for this event (only the hosts it concerns)."""
+    batch = set(hosts)
+    out = {}
+    if event == "before_down":
+        for r in rows:
+            if r["host"] in batch and r.get("action") == "down":
+                out[r["host"]] = "asleep" if (r.get("method") or "suspend") == "suspend" else "off"
+        return out
+    for res in results:
+        h = res["host"]
+        if h not in batch:
+            continue
+        if event == "after_up" and res.get("ok") is True:
+            out[h] = "on"
+        elif event == "after_down":
+            if res.get("ok") is True and res.get("state") in ("asleep", "off"):
+                out[h] = res["state"]
+            elif res.get("ok") is not True and res.get("state") == "on":
+                out[h] = "on"   # the down failed and the host stayed up
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            event=dict(type="str", required=True, choices=["before_down", "after_down", "after_up"]),
+            hosts=dict(type="list", elements="str", required=True),
+            rows=dict(type="list", elements="dict", default=[]),
+            results=dict(type="list", elements="dict", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    check_params(module, CHECKS)
+    try:
+        _check_lists(p)
+        real = p["path"]
+        try:
+            doc = read_state(real)
+        except ValueError as exc:   # json.JSONDecodeError; ParamError is re-raised as it is
+            if isinstance(exc, ParamError):
+                raise
+            raise ParamError("state file %s is not valid JSON (%s): fix or remove it" % (real, exc))
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
+
+    want = decide(p["event"], p["hosts"], p["rows"], p["results"])
+    hosts = doc["hosts"]
+    before = {h: hosts[h].get("state") if h in hosts else None for h in want}
+    updated = {h: s for h, s in want.items() if before[h] != s}
+    diff = {"before": {"hosts": before}, "after": {"hosts": dict(before, **want)}}
+    if not updated or module.check_mode:
+        module.exit_json(changed=bool(updated), updated=updated, diff=diff)
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for h, s in updated.items():
+        entry = hosts.get(h, {"host": h})
+        entry.update(state=s, since=now, by=p["event"])
+        hosts[h] = entry
+    progress = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {"since": now}
+    progress["updated"] = now
+    doc["in_progress"] = progress
+    try:
+        directory = os.path.dirname(real) or "/"
+        if not os.path.isdir(directory):
+            module.fail_json(msg="the state file's directory %s does not exist" % directory)
+        write_file_atomic(HostFS("/"), real, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n",
+                          0o644, module)
+    except (HostFsError, OSError, ValueError) as exc:
+        module.fail_json(msg="could not write the state file %s: %s (it is as it was)" % (real, exc))
+    module.exit_json(changed=True, updated=updated, diff=diff)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""gear_state through Ansible: the state file follows a shift batch by batch, so that the next
+shift's plan (gear_shift_plan's read_expected) sees the hosts an interrupted shift put down as
+down on purpose, not as failed."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_module
+
+from ansible.module_utils.fleetnap.gearshift import read_expected
+
+ROWS = [{"host": "n1", "action": "none", "method": ""},
+        {"host": "n2", "action": "down", "method": "suspend"},
+        {"host": "n3", "action": "down", "method": "off"},
+        {"host": "n4", "action": "up", "method": "wol"}]
+
+
+def _state(path):
+    return json.loads(path.read_text())
+
+
+def test_write_ahead_then_results(tmp_path):
+    sf = tmp_path / "state.json"
+    res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n1", "n2", "n3"],
+                                    "rows": ROWS}, tmp_path=tmp_path)
+    assert not res.failed and res.changed and res["updated"] == {"n2": "asleep", "n3": "off"}, res
+    st = _state(sf)
+    assert st["hosts"]["n2"]["state"] == "asleep" and st["hosts"]["n2"]["by"] == "before_down"
+    assert "n1" not in st["hosts"] and "since" in st["in_progress"]
+    # The next shift's plan: n2, n3 expected off (down on purpose), n1 expected on (no entry).
+    assert read_expected(str(sf)) == {"n2": "off", "n3": "off"}
+    # n2 went to sleep; n3's power-off failed and it stayed up: it is expected on again.
+    res = run_module("gear_state", {"path": str(sf), "event": "after_down", "hosts": ["n2", "n3"], "results": [
+        {"host": "n2", "ok": True, "state": "asleep"}, {"host": "n3", "ok": False, "state": "on"}]}, tmp_path=tmp_path)
+    assert res["updated"] == {"n3": "on"}, res
+    assert read_expected(str(sf)) == {"n2": "off", "n3": "on"}
+
+
+def test_after_up_marks_only_verified_wakes(tmp_path):
+    sf = tmp_path / "state.json"
+    sf.write_text(json.dumps({"gear": 1, "result": "ok", "hosts": {
+        "n4": {"host": "n4", "state": "asleep", "group": 2}, "n5": {"host": "n5", "state": "off"}}}))
+    res = run_module("gear_state", {"path": str(sf), "event": "after_up", "hosts": ["n4", "n5"], "results": [
+        {"host": "n4", "ok": True, "state": "on"}, {"host": "n5", "ok": False}]}, diff=True, tmp_path=tmp_path)
+    assert res.changed and res["updated"] == {"n4": "on"}
+    st = _state(sf)
+    assert st["hosts"]["n4"] == dict(st["hosts"]["n4"], state="on", group=2)   # the rest of the entry kept
+    assert st["hosts"]["n5"]["state"] == "off" and st["gear"] == 1
+    assert res["diff"]["before"]["hosts"] == {"n4": "asleep"} and res["diff"]["after"]["hosts"] == {"n4": "on"}
+    again = run_module("gear_state", {"path": str(sf), "event": "after_up", "hosts": ["n4"], "results": [
+        {"host": "n4", "ok": True, "state": "on"}]}, tmp_path=tmp_path)
+    assert not again.changed and again["updated"] == {}
+
+
+def test_hosts_outside_the_batch_are_left_alone(tmp_path):
+    sf = tmp_path / "state.json"
+    res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n2"], "rows": ROWS},
+                     tmp_path=tmp_path)
+    assert res["updated"] == {"n2": "asleep"} and set(_state(sf)["hosts"]) == {"n2"}
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    sf = tmp_path / "state.json"
+    res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n2", "n3"], "rows": ROWS},
+                     check=True, tmp_path=tmp_path)
+    assert res.changed and res["updated"] == {"n2": "asleep", "n3": "off"} and not sf.exists()
