@@ -25,8 +25,12 @@ from conftest import REPO, run_module, snapshot_tree
 
 ROLE = REPO / "roles" / "gear_member"
 TEMPLATE = ROLE / "templates" / "suspend.sh.j2"
-# (suspend mode, systemd version) -> one rendering; 252 is Debian 12's systemd.
-VARIANTS = [("deep", "252"), ("any", "252"), ("deep", "256"), ("any", "256")]
+# (suspend mode, systemd version, park) -> one rendering; 252 is Debian 12's systemd. park: the
+# role's gear_member_park_ignores_sleep_policy (the tests of the precheck itself run without it,
+# the parking tests below with it).
+VARIANTS = [("deep", "252", False), ("any", "252", False), ("deep", "256", False), ("any", "256", False),
+            ("deep", "252", True), ("deep", "256", True), ("any", "252", True)]
+UNPARK = ROLE / "templates" / "unpark.sh.j2"
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +38,19 @@ def scripts(tmp_path_factory):
     base = tmp_path_factory.mktemp("precheck")
     root = base / "root"
     lookups = []
-    for mode, systemd in VARIANTS:
+    for mode, systemd, park in VARIANTS:
         tvars = {"__gear_member_precheck_root": str(root), "__gear_member_precheck_systemd": systemd,
-                 "gear_member_suspend_mode": mode, "__gear_member_suspend_command": "echo SCHEDULED"}
+                 "gear_member_suspend_mode": mode, "__gear_member_suspend_command": "echo SCHEDULED",
+                 "gear_member_park_ignores_sleep_policy": park}
         lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
                        % (json.dumps(str(TEMPLATE)), json.dumps(tvars)))
+    lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
+                   % (json.dumps(str(UNPARK)), json.dumps({"__gear_member_precheck_root": str(root)})))
     result = run_module("ansible.builtin.debug", {"msg": "{{ [%s] }}" % ", ".join(lookups)}, tmp_path=base)
-    assert not result.failed and len(result["msg"]) == len(VARIANTS), result
-    return root, dict(zip(VARIANTS, result["msg"]))
+    assert not result.failed and len(result["msg"]) == len(VARIANTS) + 1, result
+    texts = dict(zip(VARIANTS, result["msg"]))
+    texts["unpark"] = result["msg"][-1]
+    return root, texts
 
 
 def build(root: Path, state="freeze mem disk", mem_sleep="s2idle [deep]",
@@ -67,14 +76,26 @@ def put(root: Path, path: str, text: str) -> Path:
     return target
 
 
+def sh(text):
+    return subprocess.run(["/bin/sh", "-c", text], capture_output=True, text=True, timeout=30,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+
+
 def run(scripts, mode="deep", systemd="252"):
     root, texts = scripts
     before = snapshot_tree(root)
     links_before = sorted(str(p) for p in root.rglob("*") if p.is_symlink())
-    proc = subprocess.run(["/bin/sh", "-c", texts[(mode, systemd)]], capture_output=True, text=True, timeout=30,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+    proc = sh(texts[(mode, systemd, False)])
     assert snapshot_tree(root) == before   # the precheck reads, never writes
     assert sorted(str(p) for p in root.rglob("*") if p.is_symlink()) == links_before
+    assert proc.stderr == "", proc.stderr
+    return proc
+
+
+def park(scripts, mode="deep", systemd="252"):
+    """The precheck with parking on: returns the process and what it left under /run."""
+    root, texts = scripts
+    proc = sh(texts[(mode, systemd, True)])
     assert proc.stderr == "", proc.stderr
     return proc
 
@@ -279,3 +300,72 @@ def test_the_role_fails_the_host_at_once_with_the_reason(tmp_path):
     assert not marker.exists()
     refusal = bad.read_text()
     assert "gear_member_suspend_mode" in refusal and "s3" in refusal and "deep, any" in refusal, refusal
+
+
+PARK_DROP_IN = "run/systemd/sleep.conf.d/zz-fleetnap-park.conf"
+PARK_KEPT = "run/fleetnap/park-mem_sleep"
+
+
+@pytest.mark.parametrize("policy", ["s2idle", "none"])
+def test_parking_ignores_the_in_service_sleep_policy_and_unpark_puts_it_back(scripts, policy):
+    """A profile's sleep policy (freeze + s2idle selected, or no suspend at all) does not stop the
+    park in S3: runtime drop-in, mem_sleep deep, suspend; unpark returns the host to the policy."""
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    path = put(root, DROP_IN, drop_in_text(policy))
+    etc_before = snapshot_tree(root / "etc")
+    refused(run(scripts, "deep"))                       # without parking: the policy refuses
+    scheduled(park(scripts, "deep", "252"))
+    assert (root / PARK_DROP_IN).read_text() == "[Sleep]\nAllowSuspend=yes\nSuspendState=mem\nSuspendMode=\n"
+    assert (root / PARK_KEPT).read_text() == "s2idle\n"
+    assert (root / "sys/power/mem_sleep").read_text() == "deep\n"   # what was written (the kernel shows [deep])
+    assert snapshot_tree(root / "etc") == etc_before and path.read_text() == drop_in_text(policy)
+    proc = sh(scripts[1]["unpark"])
+    assert proc.returncode == 0 and proc.stdout.startswith("unparked: mem_sleep s2idle"), proc.stdout
+    assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n"
+    assert not (root / PARK_DROP_IN).exists() and not (root / PARK_KEPT).exists()
+    again = sh(scripts[1]["unpark"])
+    assert again.returncode == 0 and again.stdout == ""     # nothing to undo: no change reported
+
+
+def test_parking_on_systemd_256_uses_memory_sleep_mode(scripts):
+    root = build(scripts[0])
+    put(root, DROP_IN, drop_in_text("s2idle"))
+    scheduled(park(scripts, "deep", "256"))
+    assert (root / PARK_DROP_IN).read_text() == "[Sleep]\nAllowSuspend=yes\nSuspendState=mem\nMemorySleepMode=deep\n"
+    assert (root / PARK_KEPT).read_text() == "deep\n"   # deep was selected already: nothing to change
+    assert (root / "sys/power/mem_sleep").read_text() == "s2idle [deep]\n"
+
+
+def test_parking_still_refuses_masks_and_a_kernel_without_s3(scripts):
+    root = build(scripts[0])
+    (root / "etc/systemd/system/suspend.target").symlink_to("/dev/null")
+    refused(park(scripts), "suspend.target is masked")
+    root = build(scripts[0], mem_sleep="[s2idle]")
+    refused(park(scripts), "mem_sleep offers [s2idle], no S3 (deep)")
+    root = build(scripts[0], state="freeze", mem_sleep=None)
+    refused(park(scripts), "offers [freeze], not mem")
+    assert not (root / "run").exists()
+
+
+def test_parking_undoes_its_writes_when_one_fails(scripts):
+    """The drop-in cannot be written (a directory in its place): the mem_sleep record written just
+    before is removed again, mem_sleep is untouched, nothing is scheduled, and the refusal says so."""
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    (root / PARK_DROP_IN).mkdir(parents=True)
+    line = refused(park(scripts), "cannot write %s/%s" % (root, PARK_DROP_IN), "nothing was scheduled")
+    assert "put back" in line
+    assert not (root / PARK_KEPT).exists() and (root / "sys/power/mem_sleep").read_text() == "[s2idle] deep\n"
+
+
+def test_parking_refuses_cleanly_when_run_cannot_be_written(scripts):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    (root / "run").write_text("not a directory")      # /run is a file: nothing can be created under it
+    proc = park(scripts)
+    line = refused(proc, "cannot create %s/run/systemd/sleep.conf.d" % root, "nothing was scheduled")
+    assert (root / "sys/power/mem_sleep").read_text() == "[s2idle] deep\n" and line
+
+
+def test_the_role_unparks_in_verify_with_this_template():
+    verify = yaml.safe_load((ROLE / "tasks" / "verify.yml").read_text())
+    raw = [t for t in verify if "ansible.builtin.raw" in t]
+    assert len(raw) == 1 and raw[0]["ansible.builtin.raw"] == "{{ lookup('ansible.builtin.template', 'unpark.sh.j2') }}"
