@@ -323,9 +323,15 @@ def sshd_alive(h: dict) -> int | None:
     if not pid or proc_state(pid) in (None, "Z"):
         return None
     try:
-        cmdline = Path("/proc/%d/cmdline" % pid).read_bytes().replace(b"\0", b" ").decode()
+        raw = Path("/proc/%d/cmdline" % pid).read_bytes()
     except OSError:
         return None
+    if not raw:
+        # In the middle of an execve (ip -> unshare -> sh -> sshd) the new image has no argument
+        # area yet and cmdline reads empty; with a cold page cache that lasts milliseconds. A CI
+        # run once took a starting sshd for a dead one this way. Alive, not zombie: ours.
+        return pid
+    cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
     # While starting, the pid runs ip netns exec / unshare / start.sh, then execs sshd.
     return pid if ("%s/sshd_config" % h["dir"] in cmdline or "%s/start.sh" % h["dir"] in cmdline) else None
 
@@ -414,7 +420,7 @@ def setup_network(cfg: Settings, hosts: list[dict]) -> None:
               netns=h["netns"])
 
 
-def start_host(cfg: Settings, h: dict) -> int:
+def start_host(cfg: Settings, h: dict) -> subprocess.Popen:
     hdir = Path(h["dir"])
     (hdir / "layers").mkdir(parents=True, exist_ok=True)
     key = hdir / "ssh_host_ed25519_key"
@@ -430,7 +436,7 @@ def start_host(cfg: Settings, h: dict) -> int:
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True, close_fds=True)
     finally:
         logf.close()
-    return proc.pid
+    return proc
 
 
 def ssh_answers(ip: str, timeout: float = 1.0) -> bool:
@@ -442,18 +448,28 @@ def ssh_answers(ip: str, timeout: float = 1.0) -> bool:
         return False
 
 
-def wait_ready(hosts: list[dict], timeout: float = READY_TIMEOUT) -> list[dict]:
-    """Hosts whose sshd greets within timeout; the others are returned with a reason."""
+def wait_ready(hosts: list[dict], procs: dict, timeout: float = READY_TIMEOUT) -> list[dict]:
+    """Hosts whose sshd greets within timeout; the others are returned with a reason.
+
+    procs: host name -> the Popen that started it (this process is its parent, so poll() says
+    for certain whether it exited, and with which status)."""
     pending = list(hosts)
     end = time.monotonic() + timeout
+
+    def exited(h):
+        rc = procs[h["name"]].poll()
+        if rc is not None:
+            h["exit"] = rc
+        return rc is not None
+
     while pending and time.monotonic() < end:
         still = []
         for h in pending:
-            if not sshd_alive(h):
+            if exited(h):
                 continue                   # dead: reported below
             if not ssh_answers(h["ip"], 0.5):
                 still.append(h)
-        dead = [h for h in pending if not sshd_alive(h)]
+        dead = [h for h in pending if exited(h)]
         if dead:
             return dead
         pending = still
@@ -466,8 +482,15 @@ def host_failure(h: dict) -> str:
     logtext = ""
     with contextlib.suppress(OSError):
         logtext = (Path(h["dir"]) / "sshd.log").read_text()[-600:].strip()
+    rc = h.pop("exit", None)
+    if rc is None:
+        how = "running but not greeting" if sshd_alive(h) else "exited"
+    elif rc < 0:
+        how = "killed by signal %d" % -rc
+    else:
+        how = "exited with status %d" % rc
     return "%s (%s, %s): sshd %s; log %s/sshd.log: %s" % (
-        h["name"], h["ip"], h["netns"], "running but not greeting" if sshd_alive(h) else "exited",
+        h["name"], h["ip"], h["netns"], how,
         h["dir"], logtext or "(empty)")
 
 
@@ -565,12 +588,14 @@ def up(cfg: Settings, count: int) -> dict:
             todo.append(h)
     setup_network(cfg, todo)
     t_net = time.monotonic() - t0 - t_templates
+    procs = {}
     for h in todo:
-        h["pid"] = start_host(cfg, h)
+        procs[h["name"]] = start_host(cfg, h)
+        h["pid"] = procs[h["name"]].pid
     table = {"name": cfg.name, "subnet": str(cfg.subnet), "bridge": cfg.bridge,
              "key": str(cfg.key), "hosts": sorted(kept + todo, key=lambda h: h["index"])}
     save_table(cfg, table)
-    failed = wait_ready(todo)
+    failed = wait_ready(todo, procs)
     if failed:
         raise SimError("%d host(s) did not start:\n  %s" % (len(failed), "\n  ".join(host_failure(h) for h in failed[:5])))
     inv = write_inventory(cfg, table)
@@ -652,10 +677,12 @@ def reset(cfg: Settings, only: list[str]) -> dict:
         raise SimError("unknown host(s) %s; hosts are %s..%s" % (", ".join(sorted(unknown)),
                                                               table["hosts"][0]["name"], table["hosts"][-1]["name"]))
     stop_host_processes(hosts)
+    procs = {}
     for h in hosts:
-        h["pid"] = start_host(cfg, h)
+        procs[h["name"]] = start_host(cfg, h)
+        h["pid"] = procs[h["name"]].pid
     save_table(cfg, table)
-    failed = wait_ready(hosts)
+    failed = wait_ready(hosts, procs)
     if failed:
         raise SimError("%d host(s) did not restart:\n  %s" % (len(failed), "\n  ".join(host_failure(h) for h in failed[:5])))
     return {"reset": len(hosts), "seconds": round(time.monotonic() - t0, 2)}
