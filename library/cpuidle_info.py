@@ -102,6 +102,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.cpuidle import CpuidleError, read_model, summarize_states
 from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS
+from ansible.module_utils.fleetnap.validate import check_params, directory
+
+CHECKS = {
+    "sysfs_root": directory(),      # absolute, no '..', an existing directory
+}
 
 
 def main():
@@ -112,16 +117,21 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     fs = HostFS(module.params["sysfs_root"])
     try:
         model = read_model(fs)
+        facts = dict((k, v) for k, v in model.items() if k != "cpus")
+        facts["states"] = summarize_states(model)
+        facts["pm_qos_resume_latency_us"] = dict(
+            (str(c["cpu"]), c["pm_qos_resume_latency_us"]) for c in model["cpus"])
+        facts["sleep"] = read_sleep(fs)
     except CpuidleError as exc:
         module.fail_json(msg=str(exc))
-    facts = dict((k, v) for k, v in model.items() if k != "cpus")
-    facts["states"] = summarize_states(model)
-    facts["pm_qos_resume_latency_us"] = dict(
-        (str(c["cpu"]), c["pm_qos_resume_latency_us"]) for c in model["cpus"])
-    facts["sleep"] = read_sleep(fs)
+    except UnicodeDecodeError as exc:
+        # HostFS.read decodes without naming the file: say at least which tree holds it.
+        module.fail_json(msg="a file under sysfs_root %s is not UTF-8 text (%s): is sysfs_root a sysfs "
+                             "tree?" % (fs.root, exc))
     if module.params["per_cpu"]:
         facts["cpus"] = model["cpus"]
     module.exit_json(changed=False, ansible_facts={"fleetnap_cpuidle": facts})

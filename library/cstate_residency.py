@@ -64,6 +64,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.cpuidle import CpuidleError
 from ansible.module_utils.fleetnap.residency import collect
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
+from ansible.module_utils.fleetnap.validate import check_params, directory
+
+CHECKS = {
+    "directory": directory(),       # checked before anything is read or written
+    "sysfs_root": directory(),
+}
 
 
 def main():
@@ -74,12 +80,18 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
+    path = os.path.join(module.params["directory"], "fleetnap_cstate_residency.prom")
+    if os.path.isdir(path):
+        module.fail_json(msg="%s is a directory: remove it, the metrics file goes there" % path)
     fs = HostFS(module.params["sysfs_root"])
     try:
         text = collect(fs)
     except CpuidleError as exc:
         module.fail_json(msg=str(exc))
-    path = os.path.join(module.params["directory"], "fleetnap_cstate_residency.prom")
+    except UnicodeDecodeError as exc:
+        module.fail_json(msg="a file under sysfs_root %s is not UTF-8 text (%s): is sysfs_root a sysfs "
+                             "tree?" % (fs.root, exc))
     samples = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     changed = False
     if not module.check_mode:

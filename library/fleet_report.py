@@ -61,6 +61,13 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.report import ReportError, gather, render
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
+from ansible.module_utils.fleetnap.validate import check_params, path, text
+
+CHECKS = {
+    "artifacts_dir": path(),
+    "dest": path(),
+    "title": text(max_len=200),
+}
 
 
 def main():
@@ -72,19 +79,30 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     p = module.params
     if not os.path.isdir(p["artifacts_dir"]):
         module.fail_json(msg="artifacts_dir %s does not exist: run a fleetnap playbook first" % p["artifacts_dir"])
+    dest = p["dest"] or os.path.join(p["artifacts_dir"], "report.html")
+    # Where the page goes is checked before any artifact is read.
+    if os.path.isdir(dest):
+        module.fail_json(msg="dest %s is a directory: give a file name such as %s"
+                             % (dest, os.path.join(dest, "report.html")))
+    if not os.path.isdir(os.path.dirname(dest) or "/"):
+        module.fail_json(msg="the directory of dest %s does not exist: create %s first"
+                             % (dest, os.path.dirname(dest)))
     try:
         data = gather(p["artifacts_dir"])
     except ReportError as exc:
         module.fail_json(msg=str(exc))
-    dest = p["dest"] or os.path.join(p["artifacts_dir"], "report.html")
     page = render(data, p["title"])
     changed = True
     if os.path.exists(dest):
-        with open(dest) as fobj:
-            changed = fobj.read() != page
+        try:
+            with open(dest, "rb") as fobj:
+                changed = fobj.read() != page.encode("utf-8")
+        except (IOError, OSError):
+            changed = True      # unreadable: written anew
     if changed and not module.check_mode:
         write_file_atomic(HostFS("/"), dest, page, 0o644, module)
     sections = {

@@ -103,7 +103,7 @@ options:
         midnight, add an hour of the next day.
     type: str
   prometheus_days:
-    description: Length of the default range in days.
+    description: Length of the default range in days, 1 to 366.
     type: int
     default: 7
   prometheus_step:
@@ -280,8 +280,34 @@ from datetime import datetime, date as dt_date
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import (
     METRICS, Capacity, GearError, check_layout, choose_gear, get_timezone, groups_at,
-    parse_timestamp, peaks_from_series, plan, prom_fetch, prom_last_point, read_load_csv, table,
+    check_epoch, parse_timestamp, peaks_from_series, plan, prom_fetch, prom_last_point, read_load_csv, table,
 )
+from ansible.module_utils.fleetnap.validate import check_params, items, name, number, path, text
+
+# Every number finite and bounded before anything is built from it (groups, days, windows).
+CHECKS = {
+    "servers": number(lo=1, hi=100000, integer=True),
+    "replicas": number(lo=1, hi=100, integer=True),
+    "gmin": number(lo=1, hi=100, integer=True),
+    "server_read_iops": number(lo=0, lo_open=True, hi=1e12),
+    "server_write_iops": number(lo=0, lo_open=True, hi=1e12),
+    "server_read_mbps": number(lo=0, lo_open=True, hi=1e12),
+    "server_write_mbps": number(lo=0, lo_open=True, hi=1e12),
+    "train_days": number(lo=0, hi=3660, integer=True),
+    "load_csv": path(),
+    "prometheus_url": text(max_len=2048),
+    "prometheus_start": text(max_len=64),
+    "prometheus_end": text(max_len=64),
+    "prometheus_days": number(lo=1, hi=366, integer=True),
+    "prometheus_step": number(lo=1, hi=86400, integer=True),
+    "prometheus_timeout": number(lo=0, lo_open=True, hi=600),
+    "timezone": name(r"^[A-Za-z0-9_+-]{1,32}(/[A-Za-z0-9_+-]{1,32}){0,3}$", "an IANA time zone name"),
+    "date": text(max_len=32),
+    "at": text(max_len=64),
+    "layout_hosts": items(100000),
+    "replica_map": items(1000000),
+    "min_copies": number(lo=1, hi=100, integer=True),
+}
 
 
 def _moment(text, tz, name):
@@ -291,9 +317,16 @@ def _moment(text, tz, name):
         when = parse_timestamp(str(text))
     except GearError:
         raise GearError("%s %r is neither ISO 8601 nor Unix seconds" % (name, text))
-    if isinstance(when, datetime):
-        return when if when.tzinfo is not None else when.replace(tzinfo=tz)
-    return datetime.fromtimestamp(when, tz)
+    if not isinstance(when, datetime):
+        check_epoch(when, "%s %r" % (name, text))
+    try:
+        if isinstance(when, datetime):
+            when = when if when.tzinfo is not None else when.replace(tzinfo=tz)
+            when.astimezone(tz)
+            return when
+        return datetime.fromtimestamp(when, tz)
+    except (OverflowError, ValueError, OSError):
+        raise GearError("%s %r is outside the dates this time zone can show" % (name, text))
 
 
 def run(module):
@@ -402,6 +435,7 @@ def main():
         required_together=[("prometheus_url", "promql")],
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     try:
         out = run(module)
     except GearError as e:

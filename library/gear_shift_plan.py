@@ -165,6 +165,17 @@ from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import (
     ShiftError, plan_shift, power_state_rows, read_expected, table, target_groups,
 )
+from ansible.module_utils.fleetnap.validate import all_of, check_params, items, number, numbers, path, text
+
+CHECKS = {
+    "hosts": items(100000),
+    "replicas": number(lo=1, hi=100, integer=True),
+    "gmin": number(lo=1, hi=100, integer=True),
+    "gear": number(lo=0, hi=100, integer=True),       # within [gmin, replicas]: checked by the plan
+    "groups_on": all_of(items(100), numbers(lo=1, hi=100, integer=True)),
+    "date": text(max_len=32),
+    "state_file": path(),
+}
 
 
 def main():
@@ -182,6 +193,7 @@ def main():
         required_one_of=[("gear", "groups_on")],
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     p = module.params
     try:
         day = None

@@ -64,11 +64,31 @@ after:
   sample: {pm_print_times: true, pm_debug_messages: false}
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.sleep import POWER_DIR
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, directory, read_text_file
 
 KNOBS = ("pm_print_times", "pm_debug_messages")
+
+CHECKS = {
+    "sysfs_root": directory(),      # absolute, no '..', an existing directory
+}
+
+
+def read_knob(fs, path):
+    """'0' or '1', None when the knob does not exist; ParamError naming the file otherwise."""
+    real = fs.path(path)
+    if not os.path.lexists(real):
+        return None
+    if os.path.isdir(real):
+        raise ParamError("%s is a directory, not a PM debug knob: is sysfs_root (%s) right?" % (real, fs.root))
+    value = read_text_file(real, "PM debug knob", limit=64).strip()
+    if value not in ("0", "1"):
+        raise ParamError("%s holds %r, not 0 or 1: is sysfs_root (%s) right?" % (real, value, fs.root))
+    return value
 
 
 def main():
@@ -81,12 +101,16 @@ def main():
         required_one_of=[KNOBS],
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     fs = HostFS(module.params["sysfs_root"])
     before, after = {}, {}
     batch = SysfsBatch(fs)
     for knob in KNOBS:
         path = "%s/%s" % (POWER_DIR, knob)
-        current = fs.read(path)
+        try:
+            current = read_knob(fs, path)
+        except ParamError as exc:
+            module.fail_json(msg=str(exc))
         before[knob] = None if current is None else current == "1"
         wanted = module.params[knob]
         after[knob] = before[knob] if wanted is None else wanted

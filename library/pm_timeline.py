@@ -236,6 +236,18 @@ from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse, read_kmsg, select
 from ansible.module_utils.fleetnap.recommend import recommend
 from ansible.module_utils.fleetnap.timeline_html import render
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file, text
+
+SRC_LIMIT = 64 * 1024 * 1024    # a saved kernel log; the ring buffer is at most a few MB
+
+CHECKS = {
+    "src": path(),
+    "since": number(lo=0, hi=10 ** 9),              # kernel seconds since boot
+    "top": number(lo=0, hi=10000, integer=True),
+    "min_saving_ms": number(lo=0, hi=3600 * 1000),
+    "html_dest": path(),
+    "title": text(max_len=200),
+}
 
 
 def load_log(module):
@@ -246,11 +258,10 @@ def load_log(module):
                                  "with 'dmesg > FILE' after the resume, or omit src to read "
                                  "the live ring buffer" % (src, socket.gethostname()))
         try:
-            with open(src, "rb") as f:
-                return f.read().decode("utf-8", "replace"), src
-        except (IOError, OSError) as e:
-            module.fail_json(msg="cannot read src %s on %s: %s (run with become: true if it "
-                                 "is root-only)" % (src, socket.gethostname(), to_native(e)))
+            return read_text_file(src, "src", limit=SRC_LIMIT), src
+        except ParamError as e:
+            module.fail_json(msg="%s (on %s; run with become: true if it is root-only; a saved "
+                                 "'dmesg > FILE' log is text)" % (e, socket.gethostname()))
     dmesg_bin = module.get_bin_path("dmesg")
     if dmesg_bin:
         rc, out, err = module.run_command([dmesg_bin], environ_update={"LC_ALL": "C"})
@@ -292,11 +303,8 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     p = module.params
-    if p["top"] < 0:
-        module.fail_json(msg="top must be 0 or more, not %d" % p["top"])
-    if p["min_saving_ms"] < 0:
-        module.fail_json(msg="min_saving_ms must be 0 or more, not %s" % p["min_saving_ms"])
     if p["html_dest"]:
         d = os.path.dirname(os.path.abspath(p["html_dest"]))
         if not os.path.isdir(d):

@@ -286,7 +286,33 @@ from ansible.module_utils.fleetnap.powernap import (
     summarize_utilization,
 )
 
+from ansible.module_utils.fleetnap.validate import (
+    all_of, check_params, items, number, numbers, path, text as text_check,
+)
+
 MODEL_OPTIONS = tuple(sorted(DEFAULTS))
+MAX_SAMPLES = 100000
+
+# Every number finite and bounded: the model raises x ** exponent and squares service times, so an
+# absurd value would overflow in the middle of the computation instead of being refused here.
+CHECKS = {
+    "transition_latency_s": number(lo=0, hi=3600),
+    "suspend_latency_s": number(lo=0, hi=3600),
+    "utilization_percentile": number(lo=0, lo_open=True, hi=100),
+    "response_time_objective": number(lo=1, hi=1000),
+    "service_time_s": number(lo=0, lo_open=True, hi=3600),
+    "service_time_cv": number(lo=0, hi=100),
+    "idle_power_fraction": number(lo=0, hi=1),
+    "sleep_power_fraction": number(lo=0, hi=1),
+    "cpu_power_fraction": number(lo=0, hi=1),
+    "transition_power_fraction": number(lo=0, hi=100),
+    "dvfs_min_frequency": number(lo=0, lo_open=True, hi=1),
+    "dvfs_target_utilization": number(lo=0, lo_open=True, hi=1, hi_open=True),
+    "dvfs_power_exponent": number(lo=1, hi=10),
+    "svg_dest": path(),
+    "svg_latencies_s": all_of(items(50), numbers(lo=0, hi=3600)),
+    "svg_title": text_check(max_len=300),
+}
 
 
 def _pct(x):
@@ -380,6 +406,7 @@ def main():
     for k in MODEL_OPTIONS:
         spec[k] = dict(type="float", default=DEFAULTS[k])
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    check_params(module, CHECKS)
     p = module.params
     util = p["utilization"]
     if isinstance(util, str):
@@ -393,6 +420,9 @@ def main():
                 module.fail_json(msg="utilization %r is neither a number nor a list of numbers" % util)
         else:
             util = text
+    if isinstance(util, (list, tuple)) and len(util) > MAX_SAMPLES:
+        module.fail_json(msg="utilization: at most %d samples, got %d (give a percentile of a longer series)"
+                             % (MAX_SAMPLES, len(util)))
     if util is None or util == "":
         module.fail_json(msg="utilization is missing: give the host's measured busy fraction "
                              "(a number in [0, 1) or a list of samples)")

@@ -26,7 +26,7 @@ options:
   macs:
     description:
       - MAC addresses to wake, as C(aa:bb:cc:dd:ee:ff), C(aa-bb-cc-dd-ee-ff) or C(aabb.ccdd.eeff).
-      - Duplicates (after normalisation) are sent once.
+      - Duplicates (after normalisation) are sent once. At most 4096.
     type: list
     elements: str
     required: true
@@ -45,11 +45,11 @@ options:
         C(a.b.c.d), or 8 or 12 hex digits.
     type: str
   repeat:
-    description: How many times each packet is sent (UDP may drop one).
+    description: How many times each packet is sent (UDP may drop one), 1 to 100.
     type: int
     default: 3
   interval:
-    description: Seconds between rounds of packets.
+    description: Seconds between rounds of packets, 0 to 10.
     type: float
     default: 0.01
 attributes:
@@ -107,8 +107,20 @@ destination:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.validate import check_params, name, number, text, items
 from ansible.module_utils.fleetnap.wol import WolError, build_packet, normalize_mac, parse_password, resolve, \
     send_packets
+
+MAX_MACS = 4096
+
+CHECKS = {
+    "macs": items(MAX_MACS),
+    "broadcast": name(r"^[A-Za-z0-9_.:%-]{1,253}$", "an IPv4 or IPv6 address or a host name"),
+    "port": number(lo=1, hi=65535, integer=True),
+    "repeat": number(lo=1, hi=100, integer=True),          # each packet at most 100 times
+    "interval": number(lo=0, hi=10),                        # seconds between rounds
+    "password": text(max_len=64),
+}
 
 
 def main():
@@ -123,6 +135,7 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     p = module.params
     try:
         macs = []
@@ -133,10 +146,6 @@ def main():
         if not macs:
             module.fail_json(msg="macs is empty: give at least one MAC address")
         password = parse_password(p["password"])
-        if p["repeat"] < 1:
-            raise WolError("repeat must be >= 1, got %d" % p["repeat"])
-        if p["interval"] < 0:
-            raise WolError("interval must be >= 0 seconds, got %s" % p["interval"])
         resolve(p["broadcast"], p["port"])
         packets = [build_packet(mac, password) for mac in macs]
     except WolError as e:

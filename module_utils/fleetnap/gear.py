@@ -269,62 +269,111 @@ def read_load_csv(path, capacity, replicas, tz=None):
     peaks = HourlyPeaks(capacity, replicas, tz)
     cap = capacity
     r = replicas
-    add_load = peaks.add_load
-    by_epoch = peaks.bucket_of_epoch
-    by_dt = peaks.bucket_of_datetime
     try:
         fh = open(path, "r", newline="", encoding="utf-8")
     except (IOError, OSError) as e:
         raise GearError("cannot read load_csv %s: %s" % (path, e))
-    with fh:
-        reader = csv.reader(fh)
-        idx = (0, 1, 2, 3, 4)
-        width = 5
-        first = True
-        for row in reader:
-            if not row or not row[0].strip() or row[0].lstrip().startswith("#"):
-                continue
-            where = "%s line %d" % (path, reader.line_num)
-            if first:
-                first = False
-                names = [c.strip().lower() for c in row]
-                if "timestamp" in names or "read_iops" in names:
-                    missing = [c for c in ("timestamp",) + METRICS if c not in names]
-                    if missing:
-                        raise GearError("%s: header lacks column(s) %s; expected timestamp, read_iops, "
-                                        "write_iops, read_mbps, write_mbps" % (where, ", ".join(missing)))
-                    idx = tuple(names.index(c) for c in ("timestamp",) + METRICS)
-                    width = max(idx) + 1
-                    continue
-            if len(row) < width:
-                raise GearError("%s: %d column(s), expected timestamp, read_iops, write_iops, read_mbps, "
-                                "write_mbps" % (where, len(row)))
-            try:
-                ri = float(row[idx[1]])
-                wi = float(row[idx[2]])
-                rm = float(row[idx[3]])
-                wm = float(row[idx[4]])
-                ok = ri >= 0 and wi >= 0 and rm >= 0 and wm >= 0 and ri + wi + rm + wm < math.inf
-            except ValueError:
-                ok = False
-            if not ok:
-                for k, col in enumerate(METRICS):
-                    _number(row[idx[k + 1]], col, where)
-            ts_text = row[idx[0]]
-            try:
-                bucket = by_epoch(float(ts_text))
-            except ValueError:
-                try:
-                    when = parse_timestamp(ts_text)
-                except GearError as e:
-                    raise GearError("%s: %s" % (where, e))
-                bucket = by_dt(when) if isinstance(when, datetime) else by_epoch(when)
-            nonseq = ri / cap.read_iops + r * wi / cap.write_iops
-            seq = rm / cap.read_mbps + r * wm / cap.write_mbps
-            add_load(bucket, nonseq if nonseq > seq else seq)
+    reader = None
+    try:
+        with fh:
+            reader = csv.reader(fh)
+            _read_rows(reader, path, peaks, cap, r)
+    except UnicodeDecodeError:
+        raise GearError("%s line %s is not UTF-8 text: repair or remove it" % (path, _first_bad_line(path)))
+    except csv.Error as e:
+        raise GearError("%s line %d: %s" % (path, reader.line_num if reader else 0, e))
+    except (IOError, OSError) as e:
+        raise GearError("cannot read load_csv %s: %s" % (path, e))
     if not peaks.peaks:
         raise GearError("load_csv %s has no samples" % path)
     return peaks
+
+
+def _first_bad_line(path):
+    """The number of the first line of path that is not UTF-8 ('?' if it cannot be told)."""
+    try:
+        with open(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    return lineno
+    except (IOError, OSError):
+        pass
+    return "?"
+
+
+# Unix seconds of 9999-12-31T00:00:00Z: later times cannot be dates (and local time a day on).
+MAX_EPOCH = 253402214400.0
+
+
+def check_epoch(value, what):
+    """value when it is a finite time from 1970 to 9999 in Unix seconds, else GearError."""
+    if not 0 <= value <= MAX_EPOCH:
+        if not math.isfinite(value):
+            raise GearError("%s is not a time (not a finite number)" % what)
+        raise GearError("%s is outside 1970-01-01 .. 9999-12-30 (Unix seconds)" % what)
+    return value
+
+
+def _read_rows(reader, path, peaks, cap, r):
+    """The rows of a load CSV into peaks (read_load_csv's loop)."""
+    add_load = peaks.add_load
+    by_epoch = peaks.bucket_of_epoch
+    by_dt = peaks.bucket_of_datetime
+    idx = (0, 1, 2, 3, 4)
+    width = 5
+    first = True
+    for row in reader:
+        if not row or not row[0].strip() or row[0].lstrip().startswith("#"):
+            continue
+        where = "%s line %d" % (path, reader.line_num)
+        if first:
+            first = False
+            names = [c.strip().lower() for c in row]
+            if "timestamp" in names or "read_iops" in names:
+                missing = [c for c in ("timestamp",) + METRICS if c not in names]
+                if missing:
+                    raise GearError("%s: header lacks column(s) %s; expected timestamp, read_iops, "
+                                    "write_iops, read_mbps, write_mbps" % (where, ", ".join(missing)))
+                idx = tuple(names.index(c) for c in ("timestamp",) + METRICS)
+                width = max(idx) + 1
+                continue
+        if len(row) < width:
+            raise GearError("%s: %d column(s), expected timestamp, read_iops, write_iops, read_mbps, "
+                            "write_mbps" % (where, len(row)))
+        try:
+            ri = float(row[idx[1]])
+            wi = float(row[idx[2]])
+            rm = float(row[idx[3]])
+            wm = float(row[idx[4]])
+            ok = ri >= 0 and wi >= 0 and rm >= 0 and wm >= 0 and ri + wi + rm + wm < math.inf
+        except ValueError:
+            ok = False
+        if not ok:
+            for k, col in enumerate(METRICS):
+                _number(row[idx[k + 1]], col, where)
+        ts_text = row[idx[0]]
+        try:
+            epoch = float(ts_text)
+        except ValueError:
+            epoch = None
+        if epoch is not None:
+            if not 0 <= epoch <= MAX_EPOCH:
+                check_epoch(epoch, "%s: timestamp %r" % (where, ts_text))
+            bucket = by_epoch(epoch)
+        else:
+            try:
+                when = parse_timestamp(ts_text)
+            except GearError as e:
+                raise GearError("%s: %s" % (where, e))
+            try:
+                bucket = by_dt(when)
+            except (OverflowError, ValueError):
+                raise GearError("%s: timestamp %r is outside the dates this zone can show" % (where, ts_text))
+        nonseq = ri / cap.read_iops + r * wi / cap.write_iops
+        seq = rm / cap.read_mbps + r * wm / cap.write_mbps
+        add_load(bucket, nonseq if nonseq > seq else seq)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -645,12 +694,16 @@ def check_groups(hosts, replicas):
     """
     groups = dict((g, []) for g in range(1, replicas + 1))
     violations = []
-    for name in sorted(hosts):
+    for name in sorted(hosts, key=str):
         info = hosts[name] or {}
+        if not isinstance(info, dict):
+            violations.append({"kind": "no_gear_group", "host": name, "value": info,
+                               "msg": "host %s is %r, not an object with gear_group (and rack)" % (name, info)})
+            continue
         g = info.get("gear_group")
         try:
             gi = int(g)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             gi = None
         if gi is None or isinstance(g, bool) or str(g).strip() != str(gi):
             violations.append({"kind": "no_gear_group", "host": name, "value": g,
@@ -680,12 +733,14 @@ def layout_kind(hosts, replicas):
     racks = {}
     for name, info in hosts.items():
         info = info or {}
+        if not isinstance(info, dict):
+            return "unknown", {}
         rack = info.get("rack")
         if rack is None or rack == "":
             return "unknown", {}
         try:
             g = int(info.get("gear_group"))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             continue
         racks.setdefault(str(rack), set()).add(g)
     if not racks:
@@ -711,9 +766,11 @@ def check_replica_map(replica_map, hosts, replicas, gmin, min_copies=1):
     validate_fleet(replicas, replicas, gmin)
     host_group = {}
     for name, info in hosts.items():
+        if not isinstance(info or {}, dict):
+            continue
         try:
             g = int((info or {}).get("gear_group"))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             continue
         if 1 <= g <= replicas:
             host_group[name] = g
@@ -727,6 +784,11 @@ def check_replica_map(replica_map, hosts, replicas, gmin, min_copies=1):
         holders = replica_map[item]
         if isinstance(holders, str):
             holders = [holders]
+        if not isinstance(holders, (list, tuple, type(None))) or not all(isinstance(h, str) for h in holders or []):
+            violations.append({"kind": "unknown_host", "item": item, "hosts": holders, "unknown": [],
+                               "msg": "item %s: hosts must be a host name or a list of them, got %r"
+                                      % (item, holders)})
+            continue
         holders = list(holders or [])
         unknown = [h for h in holders if h not in host_group]
         if unknown or not holders:

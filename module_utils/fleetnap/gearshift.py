@@ -36,6 +36,7 @@ from ansible.module_utils.fleetnap.gear import GearError, groups_for
 POWER_STATES = ("on", "asleep", "off", "unknown")
 DOWN_METHODS = ("suspend", "soft", "off")
 UP_METHODS = ("wol", "ipmi")
+STATE_LIMIT = 16 * 1024 * 1024      # a state file of a few thousand hosts is well under 1 MB
 
 
 class ShiftError(ValueError):
@@ -81,10 +82,10 @@ def _check_hosts(hosts, replicas):
         raise ShiftError("no hosts to shift: the target pattern matched nothing")
     seen = set()
     for name, h in sorted(hosts.items()):
-        try:
-            group = int(h.get("group"))
-        except (TypeError, ValueError):
-            raise ShiftError("host %s: gear group %r is not a number (set fleetnap_gear_group)" % (name, h.get("group")))
+        group = _group(h.get("group"))
+        if group is None:
+            raise ShiftError("host %s: gear group %r is not a whole number (set fleetnap_gear_group)"
+                             % (name, h.get("group")))
         if not 1 <= group <= replicas:
             raise ShiftError("host %s: gear group %d is outside 1..%d (fleetnap_gear_group)" % (name, group, replicas))
         if h.get("state") not in POWER_STATES:
@@ -94,7 +95,7 @@ def _check_hosts(hosts, replicas):
             raise ShiftError("host %s: down method %r is not one of %s (fleetnap_down_method / gear_down_method)"
                              % (name, method, ", ".join(DOWN_METHODS)))
         methods = h.get("up_methods") or []
-        bad = [m for m in methods if m not in UP_METHODS]
+        bad = [m for m in methods if m not in UP_METHODS] if isinstance(methods, list) else [methods]
         if not methods or bad:
             raise ShiftError("host %s: wake methods %r must be a non-empty list of %s (fleetnap_power_methods)"
                              % (name, methods, ", ".join(UP_METHODS)))
@@ -103,6 +104,17 @@ def _check_hosts(hosts, replicas):
     if empty:
         raise ShiftError("gear group(s) %s have no host: every group 1..%d needs hosts, or a gear would "
                          "power nothing (check fleetnap_gear_group and the target pattern)" % (empty, replicas))
+
+
+def _group(value):
+    """A gear group as an int: an int (not a bool) or a string of digits; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 10:
+        return int(value.strip())
+    return None
 
 
 def _rows(hosts, groups_on, expected, unhealthy):
@@ -230,9 +242,21 @@ def read_expected(path):
     if not path or not os.path.exists(path):
         return {}
     try:
-        with open(path) as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as e:
+        with open(path, "rb") as fh:
+            data = fh.read(STATE_LIMIT + 1)
+    except (OSError, IOError) as e:
+        raise ShiftError("state file %s is unreadable (%s): fix or remove it; the next shift then "
+                         "expects every host on" % (path, e.strerror or e))
+    if len(data) > STATE_LIMIT:
+        raise ShiftError("state file %s is larger than %d bytes: not a gear state file; fix or remove it"
+                         % (path, STATE_LIMIT))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ShiftError("state file %s is not UTF-8 text (byte %d): fix or remove it" % (path, e.start))
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
         raise ShiftError("state file %s is unreadable (%s): fix or remove it; the next shift then "
                          "expects every host on" % (path, e))
     hosts = doc.get("hosts") if isinstance(doc, dict) else None
@@ -240,9 +264,16 @@ def read_expected(path):
         raise ShiftError("state file %s has no 'hosts' object: fix or remove it" % path)
     out = {}
     for name, h in hosts.items():
-        state = h.get("state") if isinstance(h, dict) else None
-        if state in POWER_STATES:
-            out[name] = "on" if state == "on" else "off"
+        if not isinstance(h, dict):
+            raise ShiftError("state file %s: hosts.%s must be an object with a state, got %r: fix or remove it"
+                             % (path, name, h))
+        state = h.get("state")
+        if state is None:
+            continue        # a host the last shift did not observe: expected on
+        if state not in POWER_STATES:
+            raise ShiftError("state file %s: hosts.%s.state %r is not one of %s: fix or remove it"
+                             % (path, name, state, ", ".join(POWER_STATES)))
+        out[name] = "on" if state == "on" else "off"
     return out
 
 

@@ -18,46 +18,155 @@ import html
 import json
 import os
 
+from ansible.module_utils.fleetnap.validate import ShapeError, shape
+
 
 class ReportError(ValueError):
-    """An input file exists but cannot be read."""
+    """An input file exists but cannot be read, or does not have the shape the report needs (the
+    message names the file and the field)."""
+
+
+ARTIFACT_LIMIT = 64 * 1024 * 1024
+
+
+def _text(path):
+    """The artifact's text: strictly UTF-8, at most ARTIFACT_LIMIT bytes."""
+    try:
+        with open(path, "rb") as fobj:
+            data = fobj.read(ARTIFACT_LIMIT + 1)
+    except (IOError, OSError) as exc:
+        raise ReportError("cannot read %s: %s" % (path, exc.strerror or exc))
+    if len(data) > ARTIFACT_LIMIT:
+        raise ReportError("%s is larger than %d bytes: not an artifact of fleetnap" % (path, ARTIFACT_LIMIT))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReportError("%s is not UTF-8 text (byte %d): rerun the playbook that writes it" % (path, exc.start))
 
 
 def _load(path):
     try:
-        with open(path) as fobj:
-            return json.load(fobj)
-    except (IOError, OSError) as exc:
-        raise ReportError("cannot read %s: %s" % (path, exc))
+        return json.loads(_text(path))
     except ValueError as exc:
         raise ReportError("%s is not valid JSON (%s): rerun the playbook that writes it" % (path, exc))
 
 
+def _shape(doc, where, kind, optional=True):
+    """doc checked to be of kind (None allowed when optional); ReportError naming where."""
+    if doc is None and optional:
+        return doc
+    try:
+        return shape(doc, where, kind)
+    except ShapeError as exc:
+        raise ReportError("%s: rerun the playbook that writes it" % exc)
+
+
+def _object(doc, path):
+    if not isinstance(doc, dict):
+        raise ReportError("%s: expected a JSON object, got %s: rerun the playbook that writes it"
+                          % (path, type(doc).__name__))
+    return doc
+
+
+def check_profile(doc, path):
+    """decisions.json: {host: {budget_us, sleep, sleep_reason, states: [{name, allowed, reason}]}}."""
+    for host, d in sorted(_object(doc, path).items()):
+        if d is None:
+            continue
+        if not isinstance(d, dict):
+            raise ReportError("%s: host %s: expected an object, got %r: rerun the playbook that writes it"
+                              % (path, host, d))
+        _shape(d.get("budget_us"), "%s: host %s: budget_us" % (path, host), "number")
+        for i, state in enumerate(_shape(d.get("states"), "%s: host %s: states" % (path, host), "list") or []):
+            _shape(state, "%s: host %s: states[%d]" % (path, host, i), "object", optional=False)
+    return doc
+
+
+RESUME_NUMBERS = ("resume_kernel_worst_ms", "resume_end_to_end_worst_ms", "cpus_ms", "noirq_ms", "devices_ms")
+
+
+def check_resume(doc, path):
+    """summary.json: {hosts: [{host, resume_*_ms, ..., worst_cycle, powernap: {advice}}], failed: [host]}."""
+    _object(doc, path)
+    for i, h in enumerate(_shape(doc.get("hosts"), "%s: hosts" % path, "list") or []):
+        where = "%s: hosts[%d]" % (path, i)
+        _shape(h, where, "object", optional=False)
+        _shape(h.get("host"), where + ".host", "string", optional=False)
+        for key in RESUME_NUMBERS:
+            _shape(h.get(key), "%s.%s" % (where, key), "number")
+        _shape(h.get("worst_cycle"), where + ".worst_cycle", "whole number")
+        _shape(h.get("powernap"), where + ".powernap", "object")
+    for i, host in enumerate(_shape(doc.get("failed"), "%s: failed" % path, "list") or []):
+        _shape(host, "%s: failed[%d]" % (path, i), "string", optional=False)
+    return doc
+
+
+WAKE_NUMBERS = ("declared_us", "count", "median_us", "p99_us", "max_us", "max_occurrences")
+
+
+def check_wake(doc, path):
+    """wake-latency/HOST.json: {host, method, states: [{name, declared_us, count, median_us, ...}]}."""
+    _object(doc, path)
+    _shape(doc.get("host"), "%s: host" % path, "string")
+    for i, state in enumerate(_shape(doc.get("states"), "%s: states" % path, "list") or []):
+        where = "%s: states[%d]" % (path, i)
+        _shape(state, where, "object", optional=False)
+        for key in WAKE_NUMBERS:
+            _shape(state.get(key), "%s.%s" % (where, key), "number")
+    return doc
+
+
+def check_gear_state(doc, path):
+    """gear/state.json: {gear, target_gear, result, hosts: {name: {state, ...}}, groups_on, ...}."""
+    _object(doc, path)
+    for key in ("gear", "target_gear"):
+        _shape(doc.get(key), "%s: %s" % (path, key), "whole number")
+    for name, h in sorted((_shape(doc.get("hosts"), "%s: hosts" % path, "object") or {}).items()):
+        _shape(h, "%s: hosts.%s" % (path, name), "object")
+    return doc
+
+
+def check_history_record(doc, where):
+    """A line of gear/history.jsonl: {gear, started, finished, ...}."""
+    if not isinstance(doc, dict):
+        raise ReportError("%s: expected a JSON object, got %s: rerun the playbook that writes it"
+                          % (where, type(doc).__name__))
+    _shape(doc.get("gear"), "%s: gear" % where, "whole number")
+    for key in ("started", "finished"):
+        _shape(doc.get(key), "%s: %s" % (where, key), "string")
+    return doc
+
+
 def gather(artifacts):
-    """Everything the report shows, as plain data (also returned by the module)."""
+    """Everything the report shows, as plain data (also returned by the module).
+
+    Every artifact is read strictly (UTF-8, JSON) and its shape checked: one that is not what the
+    playbook writing it writes fails the report with a ReportError naming the file and the field
+    (a report built around it would show wrong numbers or none)."""
     data = {"profile": None, "resume": None, "wake_latency": {}, "gear": None, "gear_history": []}
     path = os.path.join(artifacts, "profile", "decisions.json")
     if os.path.exists(path):
-        data["profile"] = _load(path)
+        data["profile"] = check_profile(_load(path), path)
     path = os.path.join(artifacts, "resume", "summary.json")
     if os.path.exists(path):
-        data["resume"] = _load(path)
+        data["resume"] = check_resume(_load(path), path)
     for path in sorted(glob.glob(os.path.join(artifacts, "wake-latency", "*.json"))):
-        item = _load(path)
-        if isinstance(item, dict) and "states" in item:
+        item = check_wake(_load(path), path)
+        if "states" in item:
             data["wake_latency"][item.get("host") or os.path.basename(path)[:-5]] = item
     path = os.path.join(artifacts, "gear", "state.json")
     if os.path.exists(path):
-        data["gear"] = _load(path)
+        data["gear"] = check_gear_state(_load(path), path)
     path = os.path.join(artifacts, "gear", "history.jsonl")
     if os.path.exists(path):
-        with open(path) as fobj:
-            for lineno, line in enumerate(fobj, 1):
-                if line.strip():
-                    try:
-                        data["gear_history"].append(json.loads(line))
-                    except ValueError:
-                        raise ReportError("%s line %d is not valid JSON" % (path, lineno))
+        for lineno, line in enumerate(_text(path).splitlines(), 1):
+            if line.strip():
+                where = "%s line %d" % (path, lineno)
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    raise ReportError("%s is not valid JSON" % where)
+                data["gear_history"].append(check_history_record(record, where))
     return data
 
 

@@ -173,3 +173,60 @@ def under_root(root, host_path):
     if base != "/" and real != base and not real.startswith(base + os.sep):
         raise ParamError("%s leaves the root %s (resolves to %s)" % (host_path, base, real))
     return real
+
+
+# --- added on harden-b ---
+
+def directory():
+    """An existing directory, given as path() requires (absolute, no NUL, no '..')."""
+    as_path = path()
+
+    def check(opt, value):
+        as_path(opt, value)
+        if not os.path.isdir(value):
+            raise ParamError("option %s: %s is not a directory" % (opt, value))
+        return value
+    return check
+
+
+def items(max_items):
+    """A list (or dict) of at most max_items entries (what each entry is, the module checks)."""
+    def check(opt, value):
+        if not isinstance(value, (list, tuple, dict)):
+            raise ParamError("option %s: must be a list, got %s" % (opt, _show(value)))
+        if len(value) > max_items:
+            raise ParamError("option %s: at most %d items, got %d" % (opt, max_items, len(value)))
+        return value
+    return check
+
+
+def all_of(*checks):
+    """Every check in turn (e.g. items(100) and numbers(...))."""
+    def check(opt, value):
+        for one in checks:
+            one(opt, value)
+        return value
+    return check
+
+
+class ShapeError(ValueError):
+    """A file fleetnap reads (a record, an artifact) does not have the shape it needs; the message
+    names the file and the field."""
+
+
+def shape(doc, where, kind):
+    """doc when it is of kind ('object', 'list', 'number', 'whole number', 'string'), else
+    ShapeError naming where. A number must be finite (json.loads accepts NaN and Infinity)."""
+    ok = {
+        "object": lambda v: isinstance(v, dict),
+        "list": lambda v: isinstance(v, list),
+        "string": lambda v: isinstance(v, str),
+        "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "whole number": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    }[kind](doc)
+    if not ok:
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise ShapeError("%s must be %s %s, got %s" % (where, article, kind, _show(doc)))
+    if kind == "number" and not math.isfinite(doc):
+        raise ShapeError("%s must be a finite number, got %s" % (where, doc))
+    return doc

@@ -114,8 +114,10 @@ def send_packets(packets, address, port=9, repeat=3, interval=0.01, sleep=time.s
     SO_BROADCAST is set on IPv4 sockets so limited (255.255.255.255) and directed broadcasts
     work; it has no effect on unicast. Raises WolError naming the destination on failure.
     """
-    if repeat < 1:
-        raise WolError("repeat must be >= 1, got %r" % (repeat,))
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= 100:
+        raise WolError("repeat must be a whole number from 1 to 100, got %r" % (repeat,))
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not 0 <= interval <= 10:
+        raise WolError("interval must be a number of seconds from 0 to 10, got %r" % (interval,))
     family, sockaddr = resolve(address, port)
     sent = 0
     sock = socket.socket(family, socket.SOCK_DGRAM)

@@ -116,9 +116,9 @@ def _closed_port():
 
 @pytest.mark.parametrize("change,match", [
     ({"load_csv": "/nonexistent/load.csv"}, "cannot read load_csv /nonexistent/load.csv"),
-    ({"gmin": 0}, "gmin must be between 1 and replicas"),
+    ({"gmin": 0}, "option gmin: must be >= 1"),
     ({"servers": 2}, "servers (N=2) must be at least replicas"),
-    ({"server_write_iops": 0}, "server_write_iops must be a positive number"),
+    ({"server_write_iops": 0}, "option server_write_iops: must be > 0"),
     ({"train_days": 9}, "covers only 7 day"),
     ({"timezone": "Moon/Base"}, "unknown time zone 'Moon/Base'"),
     ({"date": "08.01.2024"}, "date '08.01.2024' is not YYYY-MM-DD"),

@@ -387,7 +387,7 @@ def test_unknown_metric_says_no_samples(module_runner, prometheus, history):
 def test_bad_range_is_refused_before_any_query(module_runner, prometheus, history):
     before = _query_range_requests(prometheus)
     res = module_runner("gear_plan", prom_args(prometheus, history, prometheus_step=0))
-    assert res.failed and res["msg"] == "prometheus_step must be > 0 seconds, got 0"
+    assert res.failed and res["msg"] == "option prometheus_step: must be >= 1 and <= 86400, got 0"
     res = module_runner("gear_plan", prom_args(prometheus, history, prometheus_start="2025-02-03T00:00:00Z",
                                                prometheus_end="2025-01-06T00:00:00Z"))
     assert res.failed

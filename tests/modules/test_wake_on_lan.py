@@ -76,7 +76,7 @@ def test_check_mode_sends_nothing(run, receiver):
 @pytest.mark.parametrize("args,match", [
     ({"macs": [NORMAL[0], "52:54:00:12:34"]}, "'52:54:00:12:34' is not valid"),
     ({"macs": [NORMAL[0]], "password": "secret"}, "SecureOn password is not valid"),
-    ({"macs": [NORMAL[0]], "repeat": 0}, "repeat must be >= 1"),
+    ({"macs": [NORMAL[0]], "repeat": 0}, "option repeat: must be >= 1"),
     ({"macs": [NORMAL[0]], "broadcast": "no-such-host.invalid"}, "cannot resolve WoL destination"),
 ])
 def test_bad_input_fails_and_sends_nothing(run, receiver, args, match):

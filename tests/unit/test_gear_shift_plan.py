@@ -136,7 +136,7 @@ def test_state_from_ssh_and_bmc_fields():
 
 @pytest.mark.parametrize("mutate, msg", [
     (lambda h: h["lab1"].update(group=4), "host lab1: gear group 4 is outside 1..3"),
-    (lambda h: h["lab1"].update(group="x"), "host lab1: gear group 'x' is not a number"),
+    (lambda h: h["lab1"].update(group="x"), "host lab1: gear group 'x' is not a whole number"),
     (lambda h: h["lab2"].update(state="sleeping"), "host lab2: observed state 'sleeping'"),
     (lambda h: h["lab3"].update(down_method="halt"), "host lab3: down method 'halt'"),
     (lambda h: h["lab4"].update(up_methods=["pxe"]), "host lab4: wake methods"),

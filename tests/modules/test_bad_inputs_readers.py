@@ -1,0 +1,547 @@
+"""Bad input and faults for the modules that read, report and plan (issue 16): refused with a
+message naming what is wrong, never a traceback, never a hang, nothing changed.
+
+The runner is tests/badinput.py (one ansible-playbook per table, a pytest test per case). Many
+cases here need a prepared file (a load history that is not UTF-8, a corrupt state.json, an
+artifact of the wrong shape, a sysfs tree with a bad attribute): ``{in}`` in a case's arguments is
+replaced by a directory of the case's own, filled by ``PREPARE[(module, case)]`` before the table
+runs and hashed before and after it, like ``{tmp}``. Nothing here touches this machine: every
+sysfs_root is a prepared tree, Wake-on-LAN packets could only go to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from badinput import INF, NAN, assert_refused, case_params, run_table
+from conftest import materialize, snapshot_tree
+
+CAP = {"server_read_iops": 100, "server_write_iops": 50, "server_read_mbps": 10, "server_write_mbps": 5}
+HEAD = "timestamp,read_iops,write_iops,read_mbps,write_mbps\n"
+
+
+# --- per-case preparation --------------------------------------------------------------------
+
+def _write(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+
+
+def csv_day():
+    rows = ["2024-01-01T%02d:30:00Z,100,10,5,1" % h for h in range(24)]
+    return HEAD + "\n".join(rows) + "\n"
+
+
+def cpu_tree(d, edit=None):
+    materialize("lnl0", d / "root")
+    if edit:
+        edit(d / "root" / "sys/devices/system/cpu")
+    return d
+
+
+def power_tree(d, print_times=b"0\n", debug_messages=b"0\n"):
+    _write(d / "root/sys/power/state", "freeze mem disk\n")
+    _write(d / "root/sys/power/pm_print_times", print_times)
+    _write(d / "root/sys/power/pm_debug_messages", debug_messages)
+
+
+def artifact(rel, data):
+    return lambda d: _write(d / "art" / rel, data if isinstance(data, bytes) else
+                            (data if isinstance(data, str) else json.dumps(data)))
+
+
+def state_file(data):
+    return lambda d: _write(d / "state.json", data if isinstance(data, (bytes, str)) else json.dumps(data))
+
+
+# --- wake_on_lan: sends nothing in any case (127.0.0.1 if a check stopped working) ------------
+
+W = {"macs": ["52:54:00:12:34:56"], "broadcast": "127.0.0.1", "port": 9}
+WAKE_ON_LAN = [
+    ("mac not hex", dict(W, macs=["zz:54:00:12:34:56"]), "is not valid"),
+    ("mac five bytes", dict(W, macs=["52:54:00:12:34"]), "is not valid"),
+    ("mac seven bytes", dict(W, macs=["52:54:00:12:34:56:78"]), "is not valid"),
+    ("mac broadcast", dict(W, macs=["ff:ff:ff:ff:ff:ff"]), "broadcast or null"),
+    ("mac null", dict(W, macs=["00:00:00:00:00:00"]), "broadcast or null"),
+    ("mac multicast", dict(W, macs=["01:00:5e:00:00:01"]), "multicast"),
+    ("mac with NUL", dict(W, macs=["52:54:00:12:34:56\x00"]), "is not valid"),
+    ("one good one bad", dict(W, macs=["52:54:00:12:34:56", "nonsense"]), "is not valid"),
+    ("macs empty", dict(W, macs=[]), "macs is empty"),
+    ("ten thousand macs", dict(W, macs=["52:54:00:%02x:%02x:%02x" % (i >> 16, (i >> 8) & 255, i & 255)
+                                        for i in range(10000)]), "option macs: at most 4096"),
+    ("port 0", dict(W, port=0), "option port: must be >= 1 and <= 65535"),
+    ("port 70000", dict(W, port=70000), "option port: must be >= 1 and <= 65535"),
+    ("port negative", dict(W, port=-9), "option port: must be >= 1"),
+    ("repeat 0", dict(W, repeat=0), "option repeat: must be >= 1 and <= 100"),
+    ("repeat a billion", dict(W, repeat=10 ** 9), "option repeat: must be >= 1 and <= 100"),
+    ("interval nan", dict(W, interval=NAN), "option interval: must be a finite number"),
+    ("interval inf", dict(W, interval=INF), "option interval: must be a finite number"),
+    ("interval negative", dict(W, interval=-0.5), "option interval: must be >= 0"),
+    ("interval an hour", dict(W, interval=3600), "option interval: must be >= 0 and <= 10"),
+    ("broadcast empty", dict(W, broadcast=""), "option broadcast: must be an IPv4 or IPv6 address or a host name"),
+    ("broadcast with a space", dict(W, broadcast="10.0.0.255 x"), "option broadcast: must be an IPv4"),
+    ("broadcast with NUL", dict(W, broadcast="127.0.0.1\x00"), "option broadcast: must be an IPv4"),
+    ("broadcast 300 characters", dict(W, broadcast="a" * 300), "option broadcast: must be an IPv4"),
+    ("password not hex", dict(W, password="not-a-password"), "SecureOn password is not valid"),
+    ("password five bytes", dict(W, password="0011223344"), "SecureOn password is not valid"),
+    ("password dotted 300", dict(W, password="300.1.2.3"), "SecureOn password is not valid"),
+]
+
+# --- cpuidle_info: read-only, every sysfs_root a prepared tree ----------------------------------
+
+CPUIDLE_INFO = [
+    ("sysfs_root relative", {"sysfs_root": "sys-tree"}, "option sysfs_root: must be an absolute path"),
+    ("sysfs_root with ..", {"sysfs_root": "{tmp}/../../"}, "option sysfs_root: '..' is not allowed"),
+    ("sysfs_root with NUL", {"sysfs_root": "{tmp}/\x00x"}, "option sysfs_root: a path cannot hold a NUL"),
+    ("sysfs_root missing", {"sysfs_root": "{tmp}/nope"}, "option sysfs_root: {tmp}/nope is not a directory"),
+    ("sysfs_root a file", {"sysfs_root": "{tmp}/marker"}, "is not a directory"),
+    ("sysfs_root empty tree", {"sysfs_root": "{tmp}"}, "does not exist: is sysfs mounted"),
+    ("per_cpu not a bool", {"sysfs_root": "{in}/root", "per_cpu": "maybe"}, "per_cpu"),
+    ("unknown option", {"sysfs_root": "{in}/root", "cpus": "all"}, "Unsupported parameters"),
+    ("state name not UTF-8", {"sysfs_root": "{in}/root"}, "is not UTF-8 text"),
+    ("online list garbage", {"sysfs_root": "{in}/root"}, "cannot parse the CPU list"),
+    ("online list not UTF-8", {"sysfs_root": "{in}/root"}, "is not UTF-8 text"),
+    ("present list huge range", {"sysfs_root": "{in}/root"}, "cannot parse the CPU list"),
+    ("governor not UTF-8", {"sysfs_root": "{in}/root"}, "is not UTF-8 text"),
+    ("latency not UTF-8", {"sysfs_root": "{in}/root"}, "is not UTF-8 text"),
+    ("sysfs_root a symlink loop", {"sysfs_root": "{in}/loop"}, "is not a directory"),
+    ("sysfs_root 5000 characters", {"sysfs_root": "/" + "a" * 5000}, "longer than PATH_MAX"),
+]
+
+# --- cstate_residency: the output directory is checked before anything is read or written ------
+
+CSTATE_RESIDENCY = [
+    ("directory relative", {"directory": "textfile", "sysfs_root": "{in}/root"}, "option directory: must be an absolute"),
+    ("directory with ..", {"directory": "{tmp}/../x", "sysfs_root": "{in}/root"}, "option directory: '..' is not allowed"),
+    ("directory with NUL", {"directory": "{tmp}/\x00", "sysfs_root": "{in}/root"}, "option directory: a path cannot hold"),
+    ("directory missing", {"directory": "{tmp}/nope", "sysfs_root": "{in}/root"}, "option directory: {tmp}/nope is not a directory"),
+    ("directory a file", {"directory": "{tmp}/marker", "sysfs_root": "{in}/root"}, "is not a directory"),
+    ("directory 5000 characters", {"directory": "/" + "d" * 5000, "sysfs_root": "{in}/root"}, "longer than PATH_MAX"),
+    ("sysfs_root relative", {"directory": "{tmp}", "sysfs_root": "sys"}, "option sysfs_root: must be an absolute"),
+    ("sysfs_root with ..", {"directory": "{tmp}", "sysfs_root": "{tmp}/.."}, "option sysfs_root: '..' is not allowed"),
+    ("sysfs_root missing", {"directory": "{tmp}", "sysfs_root": "{tmp}/nope"}, "is not a directory"),
+    ("sysfs_root empty tree", {"directory": "{tmp}", "sysfs_root": "{tmp}"}, "does not exist: is sysfs mounted"),
+    ("state name not UTF-8", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "is not UTF-8 text"),
+    ("online list garbage", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "cannot parse the CPU list"),
+    ("usage not UTF-8", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "is not UTF-8 text"),
+    ("desc not UTF-8", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "is not UTF-8 text"),
+    ("unknown option", {"directory": "{tmp}", "sysfs_root": "{in}/root", "cpus": "0"}, "Unsupported parameters"),
+    ("output name is a directory", {"directory": "{in}/out", "sysfs_root": "{in}/root"}, "is a directory"),
+]
+
+# --- pm_debug: every tree prepared, nothing written on a refusal --------------------------------
+
+PD = {"pm_print_times": True, "sysfs_root": "{in}/root"}
+PM_DEBUG = [
+    ("sysfs_root relative", dict(PD, sysfs_root="root"), "option sysfs_root: must be an absolute path"),
+    ("sysfs_root with ..", dict(PD, sysfs_root="{in}/root/.."), "option sysfs_root: '..' is not allowed"),
+    ("sysfs_root with NUL", dict(PD, sysfs_root="{in}/\x00"), "option sysfs_root: a path cannot hold"),
+    ("sysfs_root missing", dict(PD, sysfs_root="{tmp}/nope"), "option sysfs_root: {tmp}/nope is not a directory"),
+    ("sysfs_root a file", dict(PD, sysfs_root="{tmp}/marker"), "is not a directory"),
+    ("no knob given", {"sysfs_root": "{in}/root"}, "one of the following is required"),
+    ("knob not a bool", dict(PD, pm_print_times="perhaps"), "pm_print_times"),
+    ("knob missing", dict(PD, sysfs_root="{tmp}"), "does not exist: this kernel was built without"),
+    ("knob not UTF-8", dict(PD), "is not UTF-8 text"),
+    ("other knob not UTF-8", dict(PD), "is not UTF-8 text"),
+    ("knob holds garbage", dict(PD), "holds 'yes please', not 0 or 1"),
+    ("knob holds 2", dict(PD), "holds '2', not 0 or 1"),
+    ("knob empty", dict(PD), "holds '', not 0 or 1"),
+    ("knob read-only", dict(PD, pm_debug_messages=True), "read-only"),
+    ("knob a directory", dict(PD), "is a directory"),
+    ("unknown option", dict(PD, pm_trace=True), "Unsupported parameters"),
+]
+
+# --- pm_timeline: saved logs prepared per case; html_dest checked before the log is parsed -------
+
+LOG = "[  100.000000] PM: suspend entry (deep)\n"
+PM_TIMELINE = [
+    ("src relative", {"src": "dmesg.txt"}, "option src: must be an absolute path"),
+    ("src with ..", {"src": "{tmp}/../dmesg.txt"}, "option src: '..' is not allowed"),
+    ("src missing", {"src": "{tmp}/nope.txt"}, "does not exist or is not a file"),
+    ("src a directory", {"src": "{tmp}"}, "does not exist or is not a file"),
+    ("src not UTF-8", {"src": "{in}/dmesg.txt"}, "is not UTF-8 text"),
+    ("src empty", {"src": "{in}/dmesg.txt"}, "no kernel log lines with a timestamp"),
+    ("src binary", {"src": "{in}/dmesg.txt"}, "is not UTF-8 text"),
+    ("src cut in the suspend", {"src": "{in}/dmesg.txt"}, "the log ends in the"),
+    ("since nan", {"src": "{in}/dmesg.txt", "since": NAN}, "option since: must be a finite number"),
+    ("since inf", {"src": "{in}/dmesg.txt", "since": INF}, "option since: must be a finite number"),
+    ("since negative", {"src": "{in}/dmesg.txt", "since": -1}, "option since: must be >= 0"),
+    ("top negative", {"src": "{in}/dmesg.txt", "top": -1}, "option top: must be >= 0 and <= 10000"),
+    ("top a billion", {"src": "{in}/dmesg.txt", "top": 10 ** 9}, "option top: must be >= 0 and <= 10000"),
+    ("min_saving_ms nan", {"src": "{in}/dmesg.txt", "min_saving_ms": NAN}, "option min_saving_ms: must be a finite"),
+    ("min_saving_ms inf", {"src": "{in}/dmesg.txt", "min_saving_ms": INF}, "option min_saving_ms: must be a finite"),
+    ("html_dest relative", {"src": "{in}/dmesg.txt", "html_dest": "t.html"}, "option html_dest: must be an absolute"),
+    ("html_dest with ..", {"src": "{in}/dmesg.txt", "html_dest": "{tmp}/../t.html"}, "option html_dest: '..' is not"),
+    ("html_dest a directory", {"src": "{in}/dmesg.txt", "html_dest": "{tmp}"}, "is a directory"),
+    ("html_dest in a missing directory", {"src": "{in}/dmesg.txt", "html_dest": "{tmp}/no/t.html"}, "does not exist"),
+    ("title with control characters", {"src": "{in}/dmesg.txt", "title": "a\x1b[2Jb"}, "option title: control"),
+    ("cycle unknown", {"src": "{in}/dmesg.txt", "cycle": "first"}, "cycle"),
+]
+
+# --- powernap_advice: pure computation plus an optional SVG -------------------------------------
+
+PA = {"transition_latency_s": 0.01, "utilization": 0.2}
+POWERNAP_ADVICE = [
+    ("transition nan", dict(PA, transition_latency_s=NAN), "option transition_latency_s: must be a finite"),
+    ("transition inf", dict(PA, transition_latency_s=INF), "option transition_latency_s: must be a finite"),
+    ("transition negative", dict(PA, transition_latency_s=-1), "option transition_latency_s: must be >= 0"),
+    ("transition two hours", dict(PA, transition_latency_s=7200), "option transition_latency_s: must be >= 0 and <= 3600"),
+    ("suspend nan", dict(PA, suspend_latency_s=NAN), "option suspend_latency_s: must be a finite"),
+    ("utilization nan", dict(PA, utilization=NAN), "must be a finite number"),
+    ("utilization 45 (a percentage)", dict(PA, utilization=45), "a percentage?"),
+    ("utilization text", dict(PA, utilization="busy"), "must be a number"),
+    ("utilization list with inf", dict(PA, utilization=[0.1, INF]), "utilization[1] must be a finite"),
+    ("utilization empty list", dict(PA, utilization=[]), "utilization is an empty list"),
+    ("utilization a million samples", dict(PA, utilization="[" + ",".join(["0.1"] * 200001) + "]"),
+     "utilization: at most 100000 samples"),
+    ("utilization a dict", dict(PA, utilization={"a": 0.1}), "must be a number"),
+    ("percentile 0", dict(PA, utilization=[0.1], utilization_percentile=0), "option utilization_percentile: must be > 0"),
+    ("percentile nan", dict(PA, utilization_percentile=NAN), "option utilization_percentile: must be a finite"),
+    ("objective inf", dict(PA, response_time_objective=INF), "option response_time_objective: must be a finite"),
+    ("objective 0.5", dict(PA, response_time_objective=0.5), "option response_time_objective: must be >= 1"),
+    ("service_time_s huge", dict(PA, service_time_s=1e300), "option service_time_s: must be > 0 and <= 3600"),
+    ("dvfs_power_exponent huge", dict(PA, dvfs_power_exponent=1e300), "option dvfs_power_exponent: must be >= 1 and <= 10"),
+    ("service_time_cv nan", dict(PA, service_time_cv=NAN), "option service_time_cv: must be a finite"),
+    ("svg_dest relative", dict(PA, svg_dest="p.svg"), "option svg_dest: must be an absolute path"),
+    ("svg_dest with ..", dict(PA, svg_dest="{tmp}/../p.svg"), "option svg_dest: '..' is not allowed"),
+    ("svg_dest a directory", dict(PA, svg_dest="{tmp}"), "is a directory"),
+    ("svg_dest in a missing directory", dict(PA, svg_dest="{tmp}/no/p.svg"), "does not exist"),
+    ("svg_latencies_s with nan", dict(PA, svg_dest="{tmp}/p.svg", svg_latencies_s=[0.01, NAN]),
+     "option svg_latencies_s[1]: must be a finite"),
+    ("svg_latencies_s a thousand", dict(PA, svg_dest="{tmp}/p.svg", svg_latencies_s=[0.01] * 1000),
+     "option svg_latencies_s: at most 50 items"),
+    ("svg_title control characters", dict(PA, svg_dest="{tmp}/p.svg", svg_title="x\x07"), "option svg_title: control"),
+]
+
+# --- fleet_report: every artifact read is shape-checked; a bad one fails naming its path --------
+
+FR = {"artifacts_dir": "{in}/art", "dest": "{tmp}/report.html"}
+FLEET_REPORT = [
+    ("artifacts_dir relative", dict(FR, artifacts_dir="artifacts"), "option artifacts_dir: must be an absolute"),
+    ("artifacts_dir with ..", dict(FR, artifacts_dir="{tmp}/.."), "option artifacts_dir: '..' is not allowed"),
+    ("artifacts_dir missing", dict(FR, artifacts_dir="{tmp}/nope"), "does not exist: run a fleetnap playbook first"),
+    ("dest relative", dict(FR, dest="report.html"), "option dest: must be an absolute path"),
+    ("dest a directory", dict(FR, dest="{tmp}"), "is a directory"),
+    ("dest in a missing directory", dict(FR, dest="{tmp}/no/report.html"), "does not exist"),
+    ("title with control characters", dict(FR, title="\x1b]0;x\x07"), "option title: control characters"),
+    ("decisions not UTF-8", FR, "decisions.json is not UTF-8 text"),
+    ("decisions a list", FR, "decisions.json: expected a JSON object"),
+    ("decision of a host a string", FR, "decisions.json: host gw1: expected an object"),
+    ("decision states not a list", FR, "decisions.json: host gw1: states must be a list"),
+    ("summary hosts a dict", FR, "summary.json: hosts must be a list"),
+    ("summary host ms a string", FR, "summary.json: hosts[0].resume_kernel_worst_ms must be a number"),
+    ("summary ms nan", FR, "summary.json: hosts[0].resume_end_to_end_worst_ms must be a finite number"),
+    ("summary failed not a list", FR, "summary.json: failed must be a list"),
+    ("wake latency a list", FR, "gw1.json: expected a JSON object"),
+    ("wake latency states entries not objects", FR, "gw1.json: states[0] must be an object"),
+    ("wake latency not JSON", FR, "gw1.json is not valid JSON"),
+    ("state a list", FR, "state.json: expected a JSON object"),
+    ("state hosts a list", FR, "state.json: hosts must be an object"),
+    ("history gear a string", FR, "history.jsonl line 1: gear must be a whole number"),
+    ("history line a list", FR, "history.jsonl line 2: expected a JSON object"),
+    ("history not UTF-8", FR, "history.jsonl is not UTF-8 text"),
+    ("old report not UTF-8 is replaced, artifact bad", dict(FR, dest="{in}/old.html"), "state.json: expected a JSON object"),
+]
+
+# --- gear_plan: the load history prepared per case ------------------------------------------------
+
+GP = dict(CAP, servers=30, replicas=3, gmin=1, load_csv="{in}/load.csv", date="2024-01-02",
+          at="2024-01-02T10:00:00Z")
+GEAR_PLAN = [
+    ("servers 0", dict(GP, servers=0), "option servers: must be >= 1 and <= 100000"),
+    ("servers a billion", dict(GP, servers=10 ** 9), "option servers: must be >= 1 and <= 100000"),
+    ("replicas a million", dict(GP, servers=100000, replicas=10 ** 6), "option replicas: must be >= 1 and <= 100"),
+    ("gmin 0", dict(GP, gmin=0), "option gmin: must be >= 1 and <= 100"),
+    ("capacity nan", dict(GP, server_read_iops=NAN), "option server_read_iops: must be a finite number"),
+    ("capacity inf", dict(GP, server_write_mbps=INF), "option server_write_mbps: must be a finite number"),
+    ("capacity 0", dict(GP, server_read_mbps=0), "option server_read_mbps: must be > 0"),
+    ("train_days a million", dict(GP, train_days=10 ** 6), "option train_days: must be >= 0 and <= 3660"),
+    ("min_copies a million", dict(GP, min_copies=10 ** 6), "option min_copies: must be >= 1 and <= 100"),
+    ("prometheus_days a billion", dict(CAP, servers=30, prometheus_url="http://127.0.0.1:9", prometheus_days=10 ** 9,
+                                       promql={"read_iops": "a", "write_iops": "b", "read_mbps": "c", "write_mbps": "d"}),
+     "option prometheus_days: must be >= 1 and <= 366"),
+    ("prometheus_step 0", dict(CAP, servers=30, prometheus_url="http://127.0.0.1:9", prometheus_step=0,
+                               promql={"read_iops": "a", "write_iops": "b", "read_mbps": "c", "write_mbps": "d"}),
+     "option prometheus_step: must be >= 1 and <= 86400"),
+    ("prometheus_timeout nan", dict(CAP, servers=30, prometheus_url="http://127.0.0.1:9", prometheus_timeout=NAN,
+                                    promql={"read_iops": "a", "write_iops": "b", "read_mbps": "c", "write_mbps": "d"}),
+     "option prometheus_timeout: must be a finite number"),
+    ("at nan", dict(GP, at="nan"), "at 'nan' is not a time"),
+    ("at 1e300", dict(GP, at="1e300"), "at '1e300' is outside"),
+    ("prometheus_end inf", dict(CAP, servers=30, prometheus_url="http://127.0.0.1:9", prometheus_end="inf",
+                                promql={"read_iops": "a", "write_iops": "b", "read_mbps": "c", "write_mbps": "d"}),
+     "prometheus_end 'inf' is not a time"),
+    ("date year 10000", dict(GP, date="10000-01-01"), "is not YYYY-MM-DD"),
+    ("timezone with ..", dict(GP, timezone="../../etc/passwd"), "option timezone: must be an IANA time zone name"),
+    ("load_csv relative", dict(GP, load_csv="load.csv"), "option load_csv: must be an absolute path"),
+    ("load_csv with ..", dict(GP, load_csv="{tmp}/../load.csv"), "option load_csv: '..' is not allowed"),
+    ("load_csv missing", dict(GP, load_csv="{tmp}/nope.csv"), "cannot read load_csv"),
+    ("load_csv not UTF-8", GP, "load.csv line 3 is not UTF-8 text"),
+    ("load_csv timestamp nan", GP, "load.csv line 2: timestamp 'nan' is not a time"),
+    ("load_csv timestamp inf", GP, "load.csv line 2: timestamp 'inf' is not a time"),
+    ("load_csv timestamp 1e300", GP, "load.csv line 2: timestamp '1e300' is outside"),
+    ("load_csv huge field", GP, "load.csv line 2: field larger than"),
+    ("load_csv rate nan", GP, "rates must be finite and >= 0"),
+    ("load_csv NUL byte", GP, "load.csv line 2: read_iops is '1\\x00', not a number"),
+    ("layout host a string", dict(GP, layout_hosts={"h1": "2", "h2": {"gear_group": 1}}),
+     "host h1 is '2', not an object with gear_group"),
+    ("layout gear_group inf", dict(GP, layout_hosts={"h1": {"gear_group": INF}}), "host h1 has fleetnap_gear_group"),
+    ("replica_map holders a number", dict(GP, layout_hosts={"h%d" % g: {"gear_group": g} for g in (1, 2, 3)},
+                                                  replica_map={"item": 5}),
+     "item item: hosts must be a host name or a list"),
+]
+
+# --- gear_shift_plan: pure planning, the state file prepared per case -----------------------------
+
+HOSTS = {"lab%d" % n: {"group": (n - 1) % 3 + 1, "state": "on", "up_methods": ["wol"]} for n in range(1, 7)}
+GS = {"hosts": HOSTS, "gear": 2, "date": "2026-11-21"}
+GEAR_SHIFT_PLAN = [
+    ("replicas a billion", dict(GS, replicas=10 ** 9), "option replicas: must be >= 1 and <= 100"),
+    ("replicas 0", dict(GS, replicas=0), "option replicas: must be >= 1 and <= 100"),
+    ("gmin negative", dict(GS, gmin=-1), "option gmin: must be >= 1"),
+    ("gear above replicas", dict(GS, gear=4), "gear 4 is outside [gmin 1, replicas 3]"),
+    ("groups_on 10**12", {"hosts": HOSTS, "groups_on": [10 ** 12]}, "option groups_on[0]: must be >= 1 and <= 100"),
+    ("date not a date", dict(GS, date="tomorrow"), "is not YYYY-MM-DD"),
+    ("host group inf", dict(GS, hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], group=INF))), "host lab1: gear group"),
+    ("host group 1.5", dict(GS, hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], group=1.5))), "host lab1: gear group 1.5 is not"),
+    ("host group true", dict(GS, hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], group=True))), "host lab1: gear group True is not"),
+    ("host a list", dict(GS, hosts=dict(HOSTS, lab1=[1, 2])), "host lab1: expected a dict"),
+    ("up_methods a string", dict(GS, hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], up_methods="wol"))),
+     "host lab1: wake methods 'wol' must be a non-empty list"),
+    ("state_file relative", dict(GS, state_file="state.json"), "option state_file: must be an absolute path"),
+    ("state_file with ..", dict(GS, state_file="{tmp}/../state.json"), "option state_file: '..' is not allowed"),
+    ("state_file a directory", dict(GS, state_file="{tmp}"), "state file {tmp} is unreadable"),
+    ("state not UTF-8", dict(GS, state_file="{in}/state.json"), "state.json is not UTF-8 text"),
+    ("state not JSON", dict(GS, state_file="{in}/state.json"), "state.json is unreadable"),
+    ("state a list", dict(GS, state_file="{in}/state.json"), "state.json has no 'hosts' object"),
+    ("state hosts a list", dict(GS, state_file="{in}/state.json"), "state.json has no 'hosts' object"),
+    ("state host a string", dict(GS, state_file="{in}/state.json"), "state.json: hosts.lab1 must be an object"),
+    ("state host state unknown word", dict(GS, state_file="{in}/state.json"), "state.json: hosts.lab1.state 'dozing' is not one of"),
+    ("state too big", dict(GS, state_file="{in}/state.json"), "state.json is larger than"),
+]
+
+# --- shift_lock: path and owner checks, and faults of the lock file -------------------------------
+
+SL = {"path": "{tmp}/shift.lock", "pid": 1}
+SHIFT_LOCK = [
+    ("path relative", dict(SL, path="shift.lock"), "option path: must be an absolute path"),
+    ("path with ..", dict(SL, path="{tmp}/../shift.lock"), "option path: '..' is not allowed"),
+    ("path with NUL", dict(SL, path="{tmp}/a\x00b"), "option path: a path cannot hold a NUL"),
+    ("path 5000 characters", dict(SL, path="/" + "l" * 5000), "longer than PATH_MAX"),
+    ("pid 0", dict(SL, pid=0), "option pid: must be >= 1"),
+    ("pid negative", dict(SL, pid=-5), "option pid: must be >= 1"),
+    ("pid huge", dict(SL, pid=2 ** 40), "option pid: must be >= 1 and <= 4194304"),
+    ("pid text", dict(SL, pid="me"), "pid"),
+    ("pid not running", dict(SL, pid=4194300), "is not a running process"),
+    ("purpose too long", dict(SL, purpose="p" * 600), "option purpose: at most 500 characters"),
+    ("purpose control characters", dict(SL, purpose="a\nb\x1b"), "option purpose: control characters"),
+    ("state unknown", dict(SL, state="taken"), "state"),
+    ("force not a bool", dict(SL, force="sometimes"), "force"),
+    # The lock is PID 1's (alive); the module acts for this test process (alive too).
+    ("held by a live process", dict(SL, path="{in}/shift.lock", pid=os.getpid()), "another shift holds the lock"),
+    ("release of a live process's lock", dict(SL, path="{in}/shift.lock", state="absent", pid=os.getpid()),
+     "belongs to another live process"),
+    ("lock directory under a file", dict(SL, path="{tmp}/marker/shift.lock"), "cannot create the lock's directory"),
+    ("unknown option", dict(SL, timeout=5), "Unsupported parameters"),
+]
+
+TABLES = {
+    "wake_on_lan": WAKE_ON_LAN,
+    "cpuidle_info": CPUIDLE_INFO,
+    "cstate_residency": CSTATE_RESIDENCY,
+    "pm_debug": PM_DEBUG,
+    "pm_timeline": PM_TIMELINE,
+    "powernap_advice": POWERNAP_ADVICE,
+    "fleet_report": FLEET_REPORT,
+    "gear_plan": GEAR_PLAN,
+    "gear_shift_plan": GEAR_SHIFT_PLAN,
+    "shift_lock": SHIFT_LOCK,
+}
+
+
+def _bad_utf8_state(rel):
+    def edit(cpu):
+        _write(cpu / rel, b"C1\xff\xfe\n")
+    return edit
+
+
+def _live_lock(d):
+    # Owned by PID 1 (init, alive) with its real start time: a live owner.
+    with open("/proc/1/stat", "rb") as fh:
+        start = int(fh.read().decode().rsplit(")", 1)[1].split()[19])
+    _write(d / "shift.lock", json.dumps({"pid": 1, "start_time": start, "cmdline": ["init"], "since": "x"}))
+    _write(d / "shift.lock.guard", "")     # left by every earlier use of the lock (flock only)
+
+
+SUMMARY_OK = {"hosts": [{"host": "gw1", "resume_kernel_worst_ms": 1.0, "resume_end_to_end_worst_ms": 2.0}]}
+
+PREPARE = {
+    ("cpuidle_info", "per_cpu not a bool"): cpu_tree,
+    ("cpuidle_info", "unknown option"): cpu_tree,
+    ("cpuidle_info", "state name not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu0/cpuidle/state1/name")),
+    ("cpuidle_info", "online list garbage"): lambda d: cpu_tree(d, lambda c: _write(c / "online", "0-3,banana\n")),
+    ("cpuidle_info", "online list not UTF-8"): lambda d: cpu_tree(d, lambda c: _write(c / "online", b"0-\xff\n")),
+    ("cpuidle_info", "present list huge range"): lambda d: cpu_tree(d, lambda c: _write(c / "present", "0-99999999999\n")),
+    ("cpuidle_info", "governor not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpuidle/current_governor")),
+    ("cpuidle_info", "latency not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu1/cpuidle/state2/latency")),
+    ("cpuidle_info", "sysfs_root a symlink loop"): lambda d: (d / "loop").symlink_to(d / "loop"),
+    ("cstate_residency", "directory relative"): cpu_tree,
+    ("cstate_residency", "directory with .."): cpu_tree,
+    ("cstate_residency", "directory with NUL"): cpu_tree,
+    ("cstate_residency", "directory missing"): cpu_tree,
+    ("cstate_residency", "directory a file"): cpu_tree,
+    ("cstate_residency", "directory 5000 characters"): cpu_tree,
+    ("cstate_residency", "unknown option"): cpu_tree,
+    ("cstate_residency", "state name not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu0/cpuidle/state1/name")),
+    ("cstate_residency", "online list garbage"): lambda d: cpu_tree(d, lambda c: _write(c / "online", "x\n")),
+    ("cstate_residency", "usage not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu0/cpuidle/state1/usage")),
+    ("cstate_residency", "desc not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu0/cpuidle/state1/desc")),
+    ("cstate_residency", "output name is a directory"):
+        lambda d: (cpu_tree(d), (d / "out/fleetnap_cstate_residency.prom").mkdir(parents=True)),
+    ("pm_debug", "no knob given"): power_tree,
+    ("pm_debug", "knob not a bool"): power_tree,
+    ("pm_debug", "knob not UTF-8"): lambda d: power_tree(d, print_times=b"\xff\n"),
+    ("pm_debug", "other knob not UTF-8"): lambda d: power_tree(d, debug_messages=b"1\xc3\n"),
+    ("pm_debug", "knob holds garbage"): lambda d: power_tree(d, print_times=b"yes please\n"),
+    ("pm_debug", "knob holds 2"): lambda d: power_tree(d, print_times=b"2\n"),
+    ("pm_debug", "knob empty"): lambda d: power_tree(d, print_times=b""),
+    ("pm_debug", "knob read-only"): lambda d: (power_tree(d), (d / "root/sys/power/pm_debug_messages").chmod(0o444)),
+    ("pm_debug", "knob a directory"):
+        lambda d: (power_tree(d), (d / "root/sys/power/pm_print_times").unlink(),
+                   (d / "root/sys/power/pm_print_times").mkdir()),
+    ("pm_debug", "unknown option"): power_tree,
+    ("pm_timeline", "src not UTF-8"): lambda d: _write(d / "dmesg.txt", LOG.encode() + b"[  100.1] \xff\xfe\n"),
+    ("pm_timeline", "src empty"): lambda d: _write(d / "dmesg.txt", b""),
+    ("pm_timeline", "src binary"): lambda d: _write(d / "dmesg.txt", bytes(range(256)) * 64),
+    ("pm_timeline", "src cut in the suspend"): lambda d: _write(d / "dmesg.txt", LOG),
+}
+for _case in ("since nan", "since inf", "since negative", "top negative", "top a billion", "min_saving_ms nan",
+              "min_saving_ms inf", "html_dest relative", "html_dest with ..", "html_dest a directory",
+              "html_dest in a missing directory", "title with control characters", "cycle unknown"):
+    PREPARE[("pm_timeline", _case)] = lambda d: _write(d / "dmesg.txt", LOG)
+_FR = {
+    "decisions not UTF-8": artifact("profile/decisions.json", b'{"gw1": {"sleep": "\xff"}}'),
+    "decisions a list": artifact("profile/decisions.json", [1, 2]),
+    "decision of a host a string": artifact("profile/decisions.json", {"gw1": "allowed"}),
+    "decision states not a list": artifact("profile/decisions.json", {"gw1": {"states": "C1"}}),
+    "summary hosts a dict": artifact("resume/summary.json", {"hosts": {"gw1": {}}}),
+    "summary host ms a string": artifact("resume/summary.json", {"hosts": [{"host": "gw1", "resume_kernel_worst_ms": "x"}]}),
+    "summary ms nan": artifact("resume/summary.json",
+                               '{"hosts": [{"host": "gw1", "resume_end_to_end_worst_ms": NaN}]}'),
+    "summary failed not a list": artifact("resume/summary.json", dict(SUMMARY_OK, failed=5)),
+    "wake latency a list": artifact("wake-latency/gw1.json", [{"states": []}]),
+    "wake latency states entries not objects": artifact("wake-latency/gw1.json", {"host": "gw1", "states": ["C1"]}),
+    "wake latency not JSON": artifact("wake-latency/gw1.json", "{"),
+    "state a list": artifact("gear/state.json", []),
+    "state hosts a list": artifact("gear/state.json", {"gear": 1, "hosts": ["lab1"]}),
+    "history gear a string": artifact("gear/history.jsonl", '{"gear": "three"}\n'),
+    "history line a list": artifact("gear/history.jsonl", '{"gear": 3}\n[3]\n'),
+    "history not UTF-8": artifact("gear/history.jsonl", b'{"gear": 3, "finished": "\xff"}\n'),
+    "old report not UTF-8 is replaced, artifact bad":
+        lambda d: (_write(d / "old.html", b"\xff\xfe old"), artifact("gear/state.json", [])(d)),
+}
+for _case in ("artifacts_dir relative", "artifacts_dir with ..", "dest relative", "dest a directory",
+              "dest in a missing directory", "title with control characters"):
+    _FR[_case] = lambda d: (d / "art").mkdir()
+for _case, _prep in _FR.items():
+    PREPARE[("fleet_report", _case)] = _prep
+_BAD_CSV = {
+    "load_csv not UTF-8": HEAD.encode() + b"2024-01-01T00:30:00Z,1,1,1,1\n2024-01-01T01:30:00Z,\xff,1,1,1\n",
+    "load_csv timestamp nan": HEAD + "nan,1,1,1,1\n",
+    "load_csv timestamp inf": HEAD + "inf,1,1,1,1\n",
+    "load_csv timestamp 1e300": HEAD + "1e300,1,1,1,1\n",
+    "load_csv huge field": HEAD + "2024-01-01T00:30:00Z," + "1" * 200000 + ",1,1,1\n",
+    "load_csv rate nan": HEAD + "2024-01-01T00:30:00Z,nan,1,1,1\n",
+    "load_csv NUL byte": HEAD + "2024-01-01T00:30:00Z,1\x00,1,1,1\n",
+}
+for _case, _text in _BAD_CSV.items():
+    PREPARE[("gear_plan", _case)] = (lambda t: lambda d: _write(d / "load.csv", t))(_text)
+for _case in ("layout host a string", "layout gear_group inf", "replica_map holders a number",
+              "servers 0", "servers a billion", "replicas a million", "gmin 0", "capacity nan", "capacity inf",
+              "capacity 0", "train_days a million", "min_copies a million", "at nan", "at 1e300",
+              "date year 10000", "timezone with .."):
+    PREPARE[("gear_plan", _case)] = lambda d: _write(d / "load.csv", csv_day())
+_STATES = {
+    "state not UTF-8": b'{"hosts": {"lab1": {"state": "on", "note": "\xff"}}}',
+    "state not JSON": "{hosts",
+    "state a list": [],
+    "state hosts a list": {"hosts": ["lab1"]},
+    "state host a string": {"hosts": {"lab1": "on"}},
+    "state host state unknown word": {"hosts": {"lab1": {"state": "dozing"}}},
+    "state too big": ('{"hosts": {}, "pad": "' + "x" * (17 * 1024 * 1024) + '"}'),
+}
+for _case, _doc in _STATES.items():
+    PREPARE[("gear_shift_plan", _case)] = state_file(_doc)
+PREPARE[("shift_lock", "held by a live process")] = _live_lock
+PREPARE[("shift_lock", "release of a live process's lock")] = _live_lock
+
+
+# --- the runner: prepare the {in} directories, run the table, prove they did not change ----------
+
+_PREPARED: dict = {}
+
+
+def _fill_in(value, d):
+    if isinstance(value, str):
+        return value.replace("{in}", str(d))
+    if isinstance(value, list):
+        return [_fill_in(v, d) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill_in(v, d) for k, v in value.items()}
+    return value
+
+
+def run_prepared(module, tmp_path_factory):
+    if module in _PREPARED:
+        return _PREPARED[module]
+    base = tmp_path_factory.mktemp("in-%s" % module)
+    table, dirs = [], []
+    for i, (case, args, words) in enumerate(TABLES[module]):
+        d = base / ("case-%02d" % i)
+        d.mkdir()
+        prep = PREPARE.get((module, case))
+        if prep:
+            prep(d)
+        dirs.append(d)
+        table.append((case, _fill_in(args, d), words))
+    before = [snapshot_tree(d) for d in dirs]
+    run = run_table(module, table, tmp_path_factory)
+    for i, d in enumerate(dirs):
+        run["cases"][i]["in_unchanged"] = snapshot_tree(d) == before[i]
+        run["cases"][i]["in_dir"] = str(d)
+    _PREPARED[module] = run
+    return run
+
+
+CASES = case_params(TABLES)
+
+
+@pytest.mark.parametrize("module,index,words", CASES)
+def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
+    run = run_prepared(module, tmp_path_factory)
+    out = run["cases"][index]
+    words = words.replace("{tmp}", out["dir"]).replace("{in}", out["in_dir"])
+    assert_refused(run, index, words)
+    # A module that crashed is reported as MODULE FAILURE (its traceback in module_stderr, which
+    # assert_refused already searched); 2.19 adds an 'exception' key even to a fail_json called
+    # inside an except block, so that key proves nothing.
+    assert "MODULE FAILURE" not in str(out["result"].get("msg", "")), out["result"]
+    assert out["in_unchanged"], "the case's prepared directory %s changed" % out["in_dir"]
+
+
+def test_every_table_has_at_least_15_cases():
+    assert set(TABLES) == {"wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
+                           "powernap_advice", "fleet_report", "gear_plan", "gear_shift_plan", "shift_lock"}
+    for module, table in TABLES.items():
+        assert len(table) >= 15, "%s: %d cases" % (module, len(table))
+
+
+def test_every_prepared_case_exists():
+    cases = {(m, c) for m, t in TABLES.items() for c, _a, _w in t}
+    assert set(PREPARE) <= cases, set(PREPARE) - cases
