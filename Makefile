@@ -3,7 +3,8 @@
 #   make demo       set up, boot the virtual power lab, run the main job on it
 #   make test       set up, lint, unit tests, lab tests
 #   make test-unit  the fast part (no lab)
-#   make lint       ansible-lint (production profile) + ansible-doc for every module
+#   make lint       ansible-lint (production profile), ansible-doc for every module, and the
+#                   built collection through ansible-test sanity, antsibull-docs, galaxy-importer
 #   make bench      benchmarks (ratios against a baseline measured in the same run); leaves
 #                   no simulator or lab running
 #   make lab-up | lab-down | lab-status
@@ -34,7 +35,7 @@ include packaging/packaging.mk
 include lab/sim.mk
 
 help:
-	@sed -n '2,11p' Makefile
+	@sed -n '2,12p' Makefile
 
 setup: deps venv
 
@@ -60,11 +61,44 @@ test-unit: setup
 	$(BIN)/pytest -q --durations=5 -m live_kernel tests/modules
 	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m "not live_kernel and not lab" tests/unit tests/modules
 
-lint: setup
+lint: setup lint-setup
 	$(BIN)/python tests/ansible_lint.py --profile production --strict .
 	@for m in library/*.py; do n=$$(basename $$m .py); \
 	  $(BIN)/ansible-doc -M library $$n >/dev/null || { echo "ansible-doc failed for $$n"; exit 1; }; \
 	done; echo "ansible-doc: all modules render"
+	@# The built collection, through the checks a collection's publishers run. Built outside the
+	@# repository: ansible-test reads a tree inside a git checkout through git, which ignores build/.
+	@d=$$(mktemp -d /tmp/fleetnap-lint.XXXXXX); trap 'rm -rf "$$d"' EXIT; \
+	c=$$d/ansible_collections/fleetnap/power; lint=$(CURDIR)/$(LINT_BIN); \
+	$(BIN)/python packaging/build_collection.py --out $$c --dist $$d/dist >/dev/null; \
+	t=$$SECONDS; echo "== ansible-test sanity (fleetnap.power, Python 3.11)"; \
+	(cd $$c && HOME=$(ANSIBLE_TEST_HOME) PATH=$$lint:$$PATH ansible-test sanity --python 3.11 --color no) \
+	  2>&1 | grep -Ev '^(WARNING: (Skipping|Using locale|Reviewing previous)|Processing |Looking in links|Installing collected|Successfully installed)'; \
+	echo "ansible-test sanity: passed ($$((SECONDS - t)) s)"; \
+	t=$$SECONDS; (cd $$c && ANSIBLE_COLLECTIONS_PATH=$$d PATH=$$lint:$$PATH antsibull-docs lint-collection-docs \
+	  --plugin-docs --validate-collection-refs=all --disallow-unknown-collection-refs .); \
+	echo "antsibull-docs lint-collection-docs: passed ($$((SECONDS - t)) s)"; \
+	t=$$SECONDS; (cd $$d && PATH=$$lint:$$PATH $$lint/python -m galaxy_importer.main dist/fleetnap-power-*.tar.gz \
+	  > importer.log 2>&1) || { cat $$d/importer.log; echo "galaxy-importer failed"; exit 1; }; \
+	grep -E '^(WARNING|ERROR)' $$d/importer.log || true; \
+	echo "galaxy-importer: passed ($$((SECONDS - t)) s)"
+
+# The collection checks' own environment (pinned in packaging/sanity/), and ansible-test made to
+# need no network while it runs (packaging/sanity/offline_setup.py says how).
+LINT_VENV := .venv-lint
+LINT_BIN := $(LINT_VENV)/bin
+ANSIBLE_TEST_HOME := $(CURDIR)/$(CACHE)/ansible-test-home
+.PHONY: lint-setup
+lint-setup: $(CACHE)/ansible-test-offline.stamp
+$(LINT_VENV)/.stamp: packaging/sanity/requirements.txt packaging/sanity/constraints.txt | $(CACHE)/deb.stamp
+	@test -x $(LINT_BIN)/python || $(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_BIN)/pip install -q --disable-pip-version-check -r packaging/sanity/requirements.txt \
+	  -c packaging/sanity/constraints.txt
+	@touch $@
+$(CACHE)/ansible-test-offline.stamp: $(LINT_VENV)/.stamp packaging/sanity/offline_setup.py packaging/sanity/get_pip_offline.py
+	$(LINT_BIN)/python packaging/sanity/offline_setup.py --home $(ANSIBLE_TEST_HOME) \
+	  --wheels $(CACHE)/lint-wheels --python $(LINT_BIN)/python
+	@touch $@
 
 # Stages in order, first failure stops the rest; the lab is taken down whatever happened; each
 # stage's time is printed at the end (and each pytest stage lists its slowest tests).

@@ -23,7 +23,7 @@ description:
     module fails naming C(host:port). A rejected login is not retried.
 version_added: "0.1.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   bmc_host:
     description: Address or name of the BMC.
@@ -54,7 +54,7 @@ options:
         powers on), each phase within O(timeout), so a BMC that accepted the request and did nothing
         is reported as a failure.
     type: str
-    choices: [status, on, off, soft, cycle]
+    choices: [status, "on", "off", soft, cycle]
     default: status
     aliases: [power]
   timeout:
@@ -112,8 +112,11 @@ attributes:
     support: full
     description: Reads the power state (a read-only IPMI command) and reports what it would change.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 requirements:
   - ipmitool on the host that runs the module

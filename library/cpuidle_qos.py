@@ -24,7 +24,7 @@ description:
   - Warns when something else manages the same knobs (tuned, C(intel_idle.max_cstate),
     C(processor.max_cstate), C(idle=), C(cpuidle.off=1) on the kernel command line).
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   max_latency_us:
     description:
@@ -110,12 +110,16 @@ options:
     default: /
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
     details: Computes and returns the decision and the diff, writes nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
     details: Before/after of disabled CPUs per state, PM QoS, the global limit and persistence.
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 notes:
   - Requires a cpuidle driver for state limits. Without one the module reports no states and

@@ -17,7 +17,7 @@ description:
   - The counters change all the time, so every call rewrites the file; schedule the module (or
     a cron job running it) at the scrape interval you need.
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   directory:
     description: node_exporter's textfile collector directory.
@@ -29,11 +29,15 @@ options:
     default: /
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
     details: Reads and renders, writes nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 seealso:
   - module: cpuidle_info

@@ -30,7 +30,7 @@ description:
     going down and up (carrier loss, cable, C(ip link set down/up)) keeps qdiscs, so nothing needs
     re-applying then.
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   device:
     description: Network interface.
@@ -109,12 +109,16 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
     details: Validates and compares; runs no tc command that changes anything and writes no file.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
     details: Before/after of the managed qdisc view and of persistence.
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: linux
 notes:
   - Needs C(tc) (iproute2) and a kernel with C(CONFIG_NET_SCH_ETF) (C(sch_etf)) and, for mqprio,
@@ -156,7 +160,7 @@ EXAMPLES = r"""
 RETURN = r"""
 device: {description: The interface, returned: always, type: str, sample: enp3s0}
 tx_queues: {description: Number of TX queues of the device, returned: always, type: int, sample: 4}
-phc: {description: The device's PTP hardware clock, or null, returned: always, type: str, sample: /dev/ptp0}
+phc: {description: "The device's PTP hardware clock, or null.", returned: always, type: str, sample: /dev/ptp0}
 offload_supported:
   description: True when launch-time offload is in place, false when the driver refused it, null when not tried.
   returned: always
@@ -204,7 +208,7 @@ subprocess.call(["tc", "qdisc", "del", "dev", cfg["device"], "root"], stderr=sub
 for args in cfg["tc"]:
     if subprocess.call(["tc"] + args) != 0:
         print("fleetnap: tc %s failed" % " ".join(args), file=sys.stderr)
-        sys.exit(1)
+        raise SystemExit(1)
 '''
 
 UNIT_TEXT = """# Installed by fleetnap (etf_qdisc persist: true).

@@ -15,7 +15,7 @@ description:
     history) into one HTML page with no external assets, and returns the same data.
   - Sections without data say which playbook to run.
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   artifacts_dir:
     description: The directory the playbooks write to (C(profile/), C(resume/), C(wake-latency/), C(gear/)).
@@ -30,10 +30,14 @@ options:
     default: fleetnap fleet report
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 

@@ -17,7 +17,7 @@ description:
     O(recursive=true) a dict value is merged into the stored dict of the same key instead, so a
     measurement of some C-states keeps the stored values of the others.
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   data:
     description: Keys to store, for example C(resume) or C(wake_latency_us).
@@ -33,10 +33,14 @@ options:
     default: /etc/ansible/facts.d/fleetnap.fact
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 

@@ -28,7 +28,7 @@ description:
     Prometheus server and changes nothing.
 version_added: "0.1.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   servers:
     description: Number of storage servers N in the fleet (all gear groups together).
@@ -154,8 +154,11 @@ attributes:
     support: full
     description: The module only reads; check mode runs it unchanged.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 notes:
   - Load units are servers' worth of load; each term of L is a rate divided by one server's capacity.

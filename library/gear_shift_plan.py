@@ -25,7 +25,7 @@ description:
     nothing goes down. Unhealthy hosts are reported, never acted on.
 version_added: "0.1.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   hosts:
     description:
@@ -63,8 +63,11 @@ attributes:
     support: full
     description: The module only reads; it runs unchanged in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 

@@ -27,7 +27,7 @@ description:
     file, fsync, rename, directory fsync); the gear-shift lock makes this the only writer.
 version_added: "0.1.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   path:
     description: The state file (JSON with a C(hosts) object). Created when missing.
@@ -63,6 +63,8 @@ attributes:
     support: full
     description: The hosts' states before and after.
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 

@@ -18,7 +18,7 @@ description:
   - O(state=silent) waits until the host stops answering (gone to sleep or off).
   - Fails after O(timeout) seconds, naming the host and what was last seen.
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   host:
     description: Address of the host.
@@ -60,11 +60,15 @@ options:
     default: 3.0
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
     details: Only observes; runs the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 

@@ -30,7 +30,7 @@ description:
   - Read-only on the host unless O(html_dest) is given.
 version_added: "1.0.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   src:
     description:
@@ -74,9 +74,11 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: In check mode the HTML file is not written; RV(changed) says whether it would be.
+    details: In check mode the HTML file is not written; C(changed) says whether it would be.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: partial
     details: Reports the checksum of the HTML file before and after, not its text.
 notes:

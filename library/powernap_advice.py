@@ -26,7 +26,7 @@ description:
   - Runs on the controller (C(delegate_to=localhost)); it changes nothing but O(svg_dest).
 version_added: "0.1.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   transition_latency_s:
     description:
@@ -127,11 +127,13 @@ options:
 attributes:
   check_mode:
     support: full
-    description: The advice is computed as usual. In check mode O(svg_dest) is not written, and RV(changed) tells whether it would be.
+    description: The advice is computed as usual. In check mode O(svg_dest) is not written, and C(changed) tells whether it would be.
   diff_mode:
     support: full
     description: The diff shows the old and the new SVG text of O(svg_dest).
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 notes:
   - The model describes a single server that sleeps whenever it is idle, with Poisson arrivals. Its

@@ -27,7 +27,7 @@ description:
   - Run it on the controller (C(delegate_to=localhost), C(run_once=true)).
 version_added: "0.1.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   path:
     description: The lock file. Its directory is created when missing.
@@ -54,8 +54,11 @@ attributes:
     support: full
     description: Reads the lock and reports (or refuses) as it would; writes nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: linux
 notes:
   - Needs C(/proc) (Linux) to tell live owners from dead ones.

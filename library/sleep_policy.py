@@ -23,7 +23,7 @@ description:
   - The first change records the original mem_sleep choice and which targets were masked, so
     O(state=absent) restores them.
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   allow:
     description: The deepest sleep state allowed. Required with O(state=present).
@@ -56,11 +56,15 @@ options:
     type: path
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
     details: Decides and reports C(changed) (the metrics file included), writes nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 seealso:
   - module: cpuidle_qos

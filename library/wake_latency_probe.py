@@ -33,7 +33,7 @@ description:
     terminated - and read back to prove the host is exactly as before. Nothing is left changed,
     so the module reports C(changed=false).
 version_added: "0.1.0"
-author: fleetnap contributors
+author: fleetnap contributors (@fleetnap)
 options:
   cpu:
     description:
@@ -97,11 +97,15 @@ options:
     default: fail
 attributes:
   check_mode:
+    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
     details: Validates the input and returns the plan (states, CPUs, expected run time); measures nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: linux
 notes:
   - Needs root, a cpuidle driver (or O(no_driver=idle_loop)), and C(cyclictest) (Debian/Ubuntu package C(rt-tests)).
@@ -164,7 +168,7 @@ states:
     histogram: {description: "[[bin start us, count], ...] of the non-empty bins", type: list}
     entered: {description: Times the probe CPU entered this state during the run, type: int, sample: 1987}
     deeper_entered: {description: Times it entered a deeper (disabled) state - should be 0, type: int, sample: 0}
-    qos_limited: {description: Why PM QoS keeps the governor out of this state, or null, type: str}
+    qos_limited: {description: "Why PM QoS keeps the governor out of this state, or null.", type: str}
 baseline:
   description: The POLL statistics (same keys as a state row), or null when POLL was not measured.
   returned: when not check mode
@@ -226,10 +230,19 @@ nic_method:
   description:
     - Whether the NIC launch-time method (b) could run on this host - a NIC with a PHC, 2 or more TX
       queues and a driver with ETF offload (igb on an i210, igc, stmmac, enetc, am65-cpsw) - with the
-      reason. RV(nic_method.nics) lists every NIC with its driver, PHC and TX queues.
+      reason.
   returned: always
   type: dict
-  sample: {available: false, candidates: [], reason: "no NIC with ETF launch-time offload ...; NICs with a PHC: lan0 (driver e1000e has no ETF launch-time offload)"}
+  contains:
+    available: {description: Whether at least one NIC is a candidate., type: bool}
+    candidates: {description: Names of the candidate NICs., type: list, elements: str}
+    reason:
+      description: Why, naming every NIC with a PHC that is not a candidate and what it lacks.
+      type: str
+  sample:
+    available: false
+    candidates: []
+    reason: "no NIC with ETF launch-time offload ...; NICs with a PHC: lan0 (driver e1000e has no ETF launch-time offload)"
 expected_seconds:
   description: Expected run time of the whole measurement.
   returned: always
@@ -425,8 +438,8 @@ def main():
                         % (name, cpu, rows[-1]["qos_limited"]))
         if state["residency_us"] and state["residency_us"] * 2 > p["interval_us"]:
             module.warn("%s has a target residency of %d us; with interval_us %d the governor may not choose it "
-                        "(use an interval of at least twice the residency)" % (name, state["residency_us"],
-                                                                             p["interval_us"]))
+                        "(use an interval of at least twice the residency)"
+                        % (name, state["residency_us"], p["interval_us"]))
     expected = round(len(wanted) * (p["loops"] * p["interval_us"] / 1e6 + p["settle_s"] + 0.5), 1)
     result = dict(changed=False, method="cyclictest", cpu=cpu, pm_qos=pm_qos, cpuidle_driver=model["driver"],
                   nic_method=nic_method(fs),

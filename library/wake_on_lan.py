@@ -21,7 +21,7 @@ description:
   - Runs on the controller or a host in the target's broadcast domain (C(delegate_to)).
 version_added: "0.1.0"
 author:
-  - fleetnap contributors
+  - fleetnap contributors (@fleetnap)
 options:
   macs:
     description:
@@ -57,8 +57,11 @@ attributes:
     support: full
     description: Validates everything and reports what would be sent; sends nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: full
     platforms: posix
 """
 

@@ -14,7 +14,10 @@ collection tree from those sources:
   ``include_role``/``import_role`` of one of its roles rewritten to the fully qualified name
   ``fleetnap.power.NAME``. The rewrite edits only those scalars, at the positions the YAML parser
   reports, so comments and layout stay as written;
-- ``galaxy.yml``, ``meta/runtime.yml``, ``meta/execution-environment.yml`` and ``bindep.txt``,
+- the modules' documentation: ``M(name)`` and ``seealso`` entries of sibling modules become
+  ``fleetnap.power.name`` (collection docs need fully qualified names);
+- ``LICENSE`` from the repository root, ``tests/sanity/ignore-*.txt`` from ``packaging/sanity/``
+  (ansible-test's exceptions, each with its reason); ``galaxy.yml``, ``meta/runtime.yml``, ``meta/execution-environment.yml`` and ``bindep.txt``,
   ``CHANGELOG.md`` from ``packaging/`` (the version is set in galaxy.yml, once),
   and a generated ``README.md`` listing the modules (their ``short_description``), roles and
   playbooks;
@@ -84,6 +87,16 @@ def rewrite_python(text: str, fqcn_mu: str, origin: Path) -> str:
     except SyntaxError as exc:
         raise BuildError("%s: does not compile after the import rewrite: %s" % (origin, exc))
     return out
+
+
+def rewrite_doc_refs(text: str, prefix: str, modules: set) -> tuple:
+    """A module's references to its siblings, fully qualified as collection docs need them:
+    ``M(name)`` in any text and ``- module: name`` in ``seealso``. Returns (text, count)."""
+    names = "|".join(sorted((re.escape(m) for m in modules), key=len, reverse=True))
+    text, n1 = re.subn(r"\bM\((%s)\)" % names, lambda m: "M(%s.%s)" % (prefix, m.group(1)), text)
+    text, n2 = re.subn(r"^(\s*-\s*module:\s*)(%s)\s*$" % names,
+                       lambda m: "%s%s.%s" % (m.group(1), prefix, m.group(2)), text, flags=re.M)
+    return text, n1 + n2
 
 
 def module_doc(path: Path) -> dict:
@@ -313,8 +326,11 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
             raise BuildError("%s: DOCUMENTATION says module %r; it must be %r" % (path, doc.get("module"), path.stem))
         module_docs[path.stem] = str(doc.get("short_description", "")).strip()
     plugin_texts = {}
+    doc_refs = 0
     for path in module_sources:
-        plugin_texts[Path("plugins/modules") / path.name] = rewrite_python(path.read_text(), fqcn_mu, path)
+        text, n = rewrite_doc_refs(rewrite_python(path.read_text(), fqcn_mu, path), prefix, modules)
+        plugin_texts[Path("plugins/modules") / path.name] = text
+        doc_refs += n
     for path in mu_sources:
         plugin_texts[Path("plugins/module_utils") / path.name] = rewrite_python(path.read_text(), fqcn_mu, path)
 
@@ -325,6 +341,10 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
     shutil.copy2(PACKAGING / "meta" / "execution-environment.yml", out / "meta" / "execution-environment.yml")
     shutil.copy2(PACKAGING / "bindep.txt", out / "bindep.txt")
     shutil.copy2(PACKAGING / "CHANGELOG.md", out / "CHANGELOG.md")
+    shutil.copy2(REPO / "LICENSE", out / "LICENSE")
+    (out / "tests" / "sanity").mkdir(parents=True)
+    for ignore in sorted((PACKAGING / "sanity").glob("ignore-*.txt")):
+        shutil.copy2(ignore, out / "tests" / "sanity" / ignore.name)
     for rel, text in plugin_texts.items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_text(text)
@@ -351,7 +371,8 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
         raise BuildError("short module_utils imports left in: %s" % ", ".join(left))
 
     result = {"collection_dir": str(out), "version": str(meta["version"]), "modules": len(modules),
-              "module_utils": len(mu_sources), "roles": len(roles), "fqcn_rewrites": edits}
+              "module_utils": len(mu_sources), "roles": len(roles), "fqcn_rewrites": edits,
+              "doc_fqcn_rewrites": doc_refs}
     if dist is not None:
         dist.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run([galaxy_bin, "collection", "build", str(out), "--output-path", str(dist), "--force"],

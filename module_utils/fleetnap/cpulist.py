@@ -49,12 +49,12 @@ def parse_cpulist(text):
         stride = 1
         body = chunk
         if ":" in chunk:
-            body, _, stride_text = chunk.partition(":")
+            body, _sep, stride_text = chunk.partition(":")
             if not stride_text.isdigit() or not 1 <= int(stride_text) < MAX_CPUS:
                 raise CpuListError("bad stride in CPU list element %r" % chunk)
             stride = int(stride_text)
         if "-" in body:
-            lo_text, _, hi_text = body.partition("-")
+            lo_text, _sep, hi_text = body.partition("-")
             if not (lo_text.isdigit() and hi_text.isdigit()):
                 raise CpuListError("bad range %r in CPU list %r (expected e.g. 0-3)" % (chunk, text))
             lo, hi = int(lo_text), _cpu_number(int(hi_text), text)
@@ -79,7 +79,7 @@ def format_cpulist(cpus):
         elif n == prev + 1:
             prev = n
         else:
-            parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            parts.append(str(start) if start == prev else "%s-%s" % (start, prev))
             start = prev = n
     if start is not None:
         parts.append(str(start) if start == prev else "%d-%d" % (start, prev))

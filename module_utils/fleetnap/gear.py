@@ -38,7 +38,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from datetime import date, datetime, timedelta, timezone as dt_timezone
+from datetime import date, datetime, timezone as dt_timezone
 
 # Tolerance for ceil() on values that are integers up to float rounding (L*r/N == 2.0000000001).
 _EPS = 1e-9
@@ -254,7 +254,7 @@ def _number(text, column, where):
         value = float(text)
     except ValueError:
         raise GearError("%s: %s is %r, not a number" % (where, column, text))
-    if not value >= 0 or math.isinf(value):
+    if math.isnan(value) or value < 0 or math.isinf(value):
         raise GearError("%s: %s is %r; rates must be finite and >= 0" % (where, column, text))
     return value
 
@@ -397,8 +397,8 @@ def prom_matrix_to_series(payload, query):
     if not isinstance(payload, dict):
         raise GearError("Prometheus answer to %r is not a JSON object" % (query,))
     if payload.get("status") != "success":
-        raise GearError("Prometheus query %r failed: %s: %s" % (query, payload.get("errorType", "error"),
-                                                                 payload.get("error", payload.get("status"))))
+        raise GearError("Prometheus query %r failed: %s: %s"
+                        % (query, payload.get("errorType", "error"), payload.get("error", payload.get("status"))))
     data = payload.get("data")
     if not isinstance(data, dict) or data.get("resultType") != "matrix":
         raise GearError("Prometheus query %r did not return a range vector (resultType matrix, got %r); "
@@ -416,9 +416,9 @@ def prom_matrix_to_series(payload, query):
             except (TypeError, ValueError, IndexError):
                 raise GearError("Prometheus query %r: bad sample %r (expected [unix_time, \"value\"])"
                                 % (query, pair))
-            if value != value:  # NaN: no data at this step (e.g. rate() over a gap)
+            if math.isnan(value):  # no data at this step (e.g. rate() over a gap)
                 continue
-            if not value >= 0 or math.isinf(value):
+            if value < 0 or math.isinf(value):
                 raise GearError("Prometheus query %r returned %r at %s; load rates must be finite and >= 0 "
                                 "(guard divisions and use rate() on counters)"
                                 % (query, pair[1], datetime.fromtimestamp(ts, dt_timezone.utc).isoformat()))
@@ -465,6 +465,14 @@ def prom_windows(start, end, step, max_points=PROM_MAX_POINTS):
     return windows
 
 
+def _open_url(req, timeout):
+    """The request through Ansible's open_url (proxy settings, certificate checks, the user agent
+    of Ansible): the same errors as urllib's (HTTPError, URLError)."""
+    from ansible.module_utils.urls import open_url
+    return open_url(req.full_url, data=req.data, headers=dict(req.header_items()),
+                    method=req.get_method(), timeout=timeout)
+
+
 def prom_fetch(url, query, start, end, step, timeout=30.0, token=None, opener=None):
     """Run one range query over ``[start, end)`` against ``url``; return {timestamp: value}.
 
@@ -475,13 +483,10 @@ def prom_fetch(url, query, start, end, step, timeout=30.0, token=None, opener=No
     (:func:`prom_windows`).
     """
     last = prom_last_point(start, end, step)
-    try:
-        from urllib.parse import urlencode
-        from urllib.request import Request, urlopen
-        from urllib.error import HTTPError, URLError
-    except ImportError:  # pragma: no cover
-        raise GearError("urllib is not available")
-    opener = opener or urlopen
+    from urllib.parse import urlencode
+    from urllib.request import Request
+    from urllib.error import HTTPError, URLError
+    opener = opener or _open_url
     base = url.rstrip("/") + "/api/v1/query_range"
     series = {}
     for w_start, w_end in prom_windows(start, last, step):
@@ -817,4 +822,3 @@ def check_layout(hosts, replicas, gmin, replica_map=None, min_copies=1):
     if replica_map:
         violations.extend(check_replica_map(replica_map, hosts, replicas, gmin, min_copies))
     return {"kind": kind, "racks": racks, "groups": groups, "violations": violations}
-

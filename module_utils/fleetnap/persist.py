@@ -217,4 +217,3 @@ def read_cpu_dma_latency(fs):
         return struct.unpack("i", data)[0] if len(data) == 4 else None
     except (IOError, OSError):
         return None
-

@@ -183,9 +183,9 @@ def render(cyc, recommendations=(), host=None, top=10, max_rows=45, min_bar_ms=0
                  "<th>devices</th></tr>")
     for side in ("suspend", "resume"):
         b = bd[side]
+        cells = (side, _ms(b["cpus_ms"]), _ms(b["noirq_ms"]), _ms(b["devices_ms"]))
         parts.append('<tr><th>%s</th><td class="n">%s ms</td><td class="n">%s ms</td>'
-                     '<td class="n">%s ms</td></tr>' % (side, _ms(b["cpus_ms"]), _ms(b["noirq_ms"]),
-                                                       _ms(b["devices_ms"])))
+                     '<td class="n">%s ms</td></tr>' % cells)
     parts.append("</table><h2>Phases</h2><table><tr>%s</tr><tr>%s</tr></table>" % (
         "".join("<th>%s</th>" % _e(p) for p in PHASES),
         "".join('<td class="n">%s</td>' % _ms(cyc.phase_ms(p)) for p in PHASES)))

@@ -104,7 +104,7 @@ def resolve(address, port):
         infos = socket.getaddrinfo(address, int(port), 0, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     except (socket.gaierror, UnicodeError) as e:
         raise WolError("cannot resolve WoL destination %r: %s" % (address, e))
-    family, _, _, _, sockaddr = infos[0]
+    family, sockaddr = infos[0][0], infos[0][4]
     return family, sockaddr
 
 
