@@ -29,9 +29,12 @@ TARGETS = SLEEP_TARGETS
 DROP_IN = "/etc/systemd/sleep.conf.d/fleetnap.conf"
 ORIGINALS = STATE_DIR + "/sleep_policy.orig.json"
 
+# SuspendState= and MemorySleepMode= are lists in systemd: an assignment appends to what
+# sleep.conf and earlier drop-ins set, and systemd uses the first entry the kernel offers. An
+# empty assignment first clears them, so the list is exactly this policy's.
 DROP_IN_TEXT = {
-    "deep": "SuspendState=mem\nMemorySleepMode=deep\n",
-    "s2idle": "SuspendState=freeze\nMemorySleepMode=s2idle\n",
+    "deep": "SuspendState=\nSuspendState=mem\nMemorySleepMode=\nMemorySleepMode=deep\n",
+    "s2idle": "SuspendState=\nSuspendState=freeze\nMemorySleepMode=\nMemorySleepMode=s2idle\n",
     "none": "AllowSuspend=no\nAllowHibernation=no\nAllowSuspendThenHibernate=no\nAllowHybridSleep=no\n",
 }
 

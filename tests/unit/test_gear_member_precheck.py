@@ -315,7 +315,7 @@ def test_parking_ignores_the_in_service_sleep_policy_and_unpark_puts_it_back(scr
     etc_before = snapshot_tree(root / "etc")
     refused(run(scripts, "deep"))                       # without parking: the policy refuses
     scheduled(park(scripts, "deep", "252"))
-    assert (root / PARK_DROP_IN).read_text() == "[Sleep]\nAllowSuspend=yes\nSuspendState=mem\nSuspendMode=\n"
+    assert (root / PARK_DROP_IN).read_text() == "[Sleep]\nAllowSuspend=yes\nSuspendState=\nSuspendState=mem\nSuspendMode=\n"
     assert (root / PARK_KEPT).read_text() == "s2idle\n"
     assert (root / "sys/power/mem_sleep").read_text() == "deep\n"   # what was written (the kernel shows [deep])
     assert snapshot_tree(root / "etc") == etc_before and path.read_text() == drop_in_text(policy)
@@ -323,6 +323,9 @@ def test_parking_ignores_the_in_service_sleep_policy_and_unpark_puts_it_back(scr
     assert proc.returncode == 0 and proc.stdout.startswith("unparked: mem_sleep s2idle"), proc.stdout
     assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n"
     assert not (root / PARK_DROP_IN).exists() and not (root / PARK_KEPT).exists()
+    # /run as the park found it: the directories it had to create are gone again (the lab's
+    # first cycle on a fresh guest showed them left behind).
+    assert not (root / "run/systemd/sleep.conf.d").exists() and not (root / "run/fleetnap").exists()
     again = sh(scripts[1]["unpark"])
     assert again.returncode == 0 and again.stdout == ""     # nothing to undo: no change reported
 
@@ -331,7 +334,8 @@ def test_parking_on_systemd_256_uses_memory_sleep_mode(scripts):
     root = build(scripts[0])
     put(root, DROP_IN, drop_in_text("s2idle"))
     scheduled(park(scripts, "deep", "256"))
-    assert (root / PARK_DROP_IN).read_text() == "[Sleep]\nAllowSuspend=yes\nSuspendState=mem\nMemorySleepMode=deep\n"
+    assert (root / PARK_DROP_IN).read_text() == ("[Sleep]\nAllowSuspend=yes\nSuspendState=\nSuspendState=mem\n"
+                                                 "MemorySleepMode=\nMemorySleepMode=deep\n")
     assert (root / PARK_KEPT).read_text() == "deep\n"   # deep was selected already: nothing to change
     assert (root / "sys/power/mem_sleep").read_text() == "s2idle [deep]\n"
 
@@ -369,3 +373,41 @@ def test_the_role_unparks_in_verify_with_this_template():
     verify = yaml.safe_load((ROLE / "tasks" / "verify.yml").read_text())
     raw = [t for t in verify if "ansible.builtin.raw" in t]
     assert len(raw) == 1 and raw[0]["ansible.builtin.raw"] == "{{ lookup('ansible.builtin.template', 'unpark.sh.j2') }}"
+
+
+def test_sleep_lists_append_and_an_empty_assignment_clears(scripts):
+    """SuspendState= is a list in systemd: a drop-in's SuspendState=freeze after sleep.conf's
+    SuspendState=mem gives [mem, freeze] and systemd writes mem; an empty assignment clears it."""
+    root = build(scripts[0])
+    put(root, "/etc/systemd/sleep.conf", "[Sleep]\nSuspendState=mem\n")
+    put(root, "/etc/systemd/sleep.conf.d/50-nap.conf", "[Sleep]\nSuspendState=freeze\n")
+    scheduled(run(scripts, "deep", "252"))
+    put(root, "/etc/systemd/sleep.conf.d/50-nap.conf", "[Sleep]\nSuspendState=\nSuspendState=freeze\n")
+    refused(run(scripts, "deep", "252"), "SuspendState=freeze in", "not mem")
+
+
+def test_a_park_over_a_napping_policy_leaves_systemd_with_s3_first(scripts):
+    """The lab found it: a park drop-in saying only SuspendState=mem appended mem after the
+    policy's freeze, and systemd 252 suspended to idle. After the park, the precheck reading
+    /etc and /run as systemd does (without parking) must see S3 first."""
+    for systemd in ("252", "256"):
+        root = build(scripts[0], mem_sleep="[s2idle] deep")
+        put(root, DROP_IN, drop_in_text("s2idle"))
+        refused(run(scripts, "deep", systemd), "not mem")
+        scheduled(park(scripts, "deep", systemd))
+        (root / "sys/power/mem_sleep").write_text("s2idle [deep]\n")   # as the kernel shows the write
+        scheduled(run(scripts, "deep", systemd))
+        assert sh(scripts[1]["unpark"]).returncode == 0
+        refused(run(scripts, "deep", systemd), "not mem")               # back on the napping policy
+
+
+def test_unpark_keeps_directories_that_were_there_before_the_park(scripts):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    put(root, DROP_IN, drop_in_text("s2idle"))
+    put(root, "/run/fleetnap/other-state", "kept\n")
+    (root / "run/systemd/sleep.conf.d").mkdir(parents=True)
+    scheduled(park(scripts, "deep", "252"))
+    assert sh(scripts[1]["unpark"]).returncode == 0
+    assert (root / "run/fleetnap/other-state").read_text() == "kept\n"
+    assert (root / "run/systemd/sleep.conf.d").is_dir() and not list((root / "run/systemd/sleep.conf.d").iterdir())
+    assert sorted(p.name for p in (root / "run/fleetnap").iterdir()) == ["other-state"]
