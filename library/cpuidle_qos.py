@@ -217,10 +217,14 @@ restored:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gate import GATE_ARGS, apply_gate, gate_result, plan_gate
+from ansible.module_utils.fleetnap.validate import check_params, path
+
+CHECKS = {"sysfs_root": path(), "metrics_dir": path()}
 
 
 def main():
     module = AnsibleModule(argument_spec=GATE_ARGS, supports_check_mode=True)
+    check_params(module, CHECKS)
     plan = plan_gate(module, module.params)
     changed = apply_gate(module, plan)
     module.exit_json(**gate_result(module, plan, changed))

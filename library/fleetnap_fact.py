@@ -20,7 +20,9 @@ version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 options:
   data:
-    description: Keys to store, for example C(resume) or C(wake_latency_us).
+    description:
+      - Keys to store, for example C(resume) or C(wake_latency_us). Numbers must be finite (NaN
+        and infinities are refused: JSON cannot hold them and the latency gate would misread them).
     type: dict
     required: true
   recursive:
@@ -28,7 +30,9 @@ options:
     type: bool
     default: false
   path:
-    description: The facts file.
+    description:
+      - The facts file (absolute). It and its directory are created when missing. A file that is
+        not UTF-8 JSON holding an object, or is larger than 4 MB, is refused, never overwritten.
     type: path
     default: /etc/ansible/facts.d/fleetnap.fact
 attributes:
@@ -59,10 +63,56 @@ facts:
 """
 
 import json
+import math
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, path, read_text_file
+
+# The facts file holds a host's measurements: a few KB. Anything near this is not ours.
+FACT_LIMIT = 4 * 1024 * 1024
+CHECKS = {"path": path()}
+
+
+def _not_finite(value, where):
+    """The first place in value (a JSON-like tree) holding NaN or an infinity, else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "%s is %s" % (where, value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _not_finite(item, "%s.%s" % (where, key))
+            if found:
+                return found
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _not_finite(item, "%s[%d]" % (where, i))
+            if found:
+                return found
+    return None
+
+
+def _reject_constant(name):
+    raise ValueError("%s is not a JSON number" % name)
+
+
+def read_facts(module, fact_path):
+    """The stored document ({} when there is none); fails naming the file when it is not ours."""
+    if not os.path.lexists(fact_path):
+        return {}
+    if os.path.isdir(fact_path):
+        module.fail_json(msg="option path: %s is a directory, not a facts file" % fact_path)
+    try:
+        text = read_text_file(fact_path, "facts file", FACT_LIMIT)
+        current = json.loads(text, parse_constant=_reject_constant)
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
+    except ValueError as exc:
+        module.fail_json(msg="%s is not valid JSON (%s); move it aside, fleetnap will start a new one"
+                             % (fact_path, exc))
+    if not isinstance(current, dict):
+        module.fail_json(msg="%s does not hold a JSON object; move it aside" % fact_path)
+    return current
 
 
 def main():
@@ -74,16 +124,12 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
+    bad = _not_finite(module.params["data"], "data")
+    if bad:
+        module.fail_json(msg="option data: %s: measurements must be finite numbers" % bad)
     path = module.params["path"]
-    current = {}
-    if os.path.exists(path):
-        try:
-            with open(path) as fobj:
-                current = json.load(fobj)
-        except ValueError:
-            module.fail_json(msg="%s is not valid JSON; move it aside, fleetnap will start a new one" % path)
-        if not isinstance(current, dict):
-            module.fail_json(msg="%s does not hold a JSON object; move it aside" % path)
+    current = read_facts(module, path)
     new = dict(current)
     for key, value in module.params["data"].items():
         if module.params["recursive"] and isinstance(value, dict) and isinstance(current.get(key), dict):
@@ -92,8 +138,11 @@ def main():
             value = merged
         new[key] = value
     changed = new != current
+    text = json.dumps(new, indent=1, sort_keys=True) + "\n"
+    if len(text) > FACT_LIMIT:
+        module.fail_json(msg="option data: the facts file would be %d bytes, more than %d" % (len(text), FACT_LIMIT))
     if changed and not module.check_mode:
-        write_file_atomic(HostFS("/"), path, json.dumps(new, indent=1, sort_keys=True) + "\n", 0o644, module)
+        write_file_atomic(HostFS("/"), path, text, 0o644, module)
     result = dict(changed=changed, facts=new)
     if module._diff:
         result["diff"] = {"before": current, "after": new}

@@ -252,6 +252,7 @@ sleep_policy:
 
 import copy
 import json
+import math
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.cpuidle import state_names
@@ -261,6 +262,9 @@ from ansible.module_utils.fleetnap.gate import (
 from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sleeppolicy import apply_sleep, plan_sleep, sleep_result
 from ansible.module_utils.fleetnap.sysfs import HostFS
+from ansible.module_utils.fleetnap.validate import check_params, path as path_check
+
+CHECKS = {"sysfs_root": path_check(), "metrics_dir": path_check(), "measurements_file": path_check()}
 
 SLEEP_OPTIONS = dict(
     manage=dict(type="bool", default=True),
@@ -291,10 +295,20 @@ def number(module, name, value):
         return None
     if not isinstance(value, bool):
         try:
-            return float(value)
+            number_f = float(value)
         except (TypeError, ValueError):
-            pass
+            number_f = None
+        if number_f is not None and math.isfinite(number_f):
+            return number_f
+        if number_f is not None:
+            # NaN compares false with everything: a NaN budget or measurement would silently
+            # decide s2idle.
+            module.fail_json(msg="%s must be a finite number of milliseconds (or null), got %r" % (name, value))
     module.fail_json(msg="%s must be a number of milliseconds (or null), got %r" % (name, value))
+
+
+def _not_json(name):
+    raise ValueError("%s is not a JSON number" % name)
 
 
 def stored_measurements(module, fs, path):
@@ -302,7 +316,7 @@ def stored_measurements(module, fs, path):
     if not text or not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_json)
     except ValueError as exc:
         data = exc
     if not isinstance(data, dict):
@@ -338,6 +352,7 @@ def decide_sleep(offer, budget, budget_f, resume, resume_f, fallback):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    check_params(module, CHECKS)
     p = module.params
     sp = p["sleep"]
     fs = HostFS(p["sysfs_root"])

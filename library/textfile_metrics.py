@@ -71,6 +71,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.prom import MetricError, render
+from ansible.module_utils.fleetnap.validate import check_params, path as path_check
+
+CHECKS = {"directory": path_check()}
+MAX_METRICS = 10000
+MAX_FILE = 64 * 1024 * 1024
+METRIC_KEYS = {"name", "help", "type", "samples", "rows", "row_labels", "row_value", "scale"}
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
 
 
@@ -83,18 +89,34 @@ def main():
         ),
         supports_check_mode=True,
     )
+    check_params(module, CHECKS)
     p = module.params
     if not p["name"].replace("_", "").replace("-", "").isalnum():
         module.fail_json(msg="name %r: use letters, digits, '-' and '_' only" % p["name"])
+    if len(p["metrics"]) > MAX_METRICS:
+        module.fail_json(msg="option metrics: at most %d metrics in one file, got %d" % (MAX_METRICS, len(p["metrics"])))
+    for i, metric in enumerate(p["metrics"]):
+        unknown = sorted(set(metric) - METRIC_KEYS)
+        if unknown:
+            module.fail_json(msg="option metrics: metrics[%d] (%s) has unknown key(s) %s; a metric has %s"
+                                 % (i, metric.get("name"), ", ".join(map(str, unknown)), ", ".join(sorted(METRIC_KEYS))))
     try:
         text = render(p["metrics"])
     except MetricError as exc:
         module.fail_json(msg=str(exc))
+    if os.path.exists(p["directory"]) and not os.path.isdir(p["directory"]):
+        module.fail_json(msg="option directory: %s is not a directory" % p["directory"])
     path = os.path.join(p["directory"], "fleetnap_%s.prom" % p["name"])
     old = None
+    if os.path.isdir(path):
+        module.fail_json(msg="%s is a directory: fleetnap writes its metrics file there; remove it" % path)
     if os.path.exists(path):
-        with open(path) as fobj:
-            old = fobj.read()
+        try:
+            with open(path, "rb") as fobj:
+                # The file is this module's own output: whatever it holds is replaced.
+                old = fobj.read(MAX_FILE + 1).decode("utf-8", "replace")
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="cannot read %s: %s" % (path, exc.strerror or exc))
     changed = old != text
     if changed and not module.check_mode:
         write_file_atomic(HostFS("/"), path, text, 0o644, module)

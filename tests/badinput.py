@@ -112,3 +112,57 @@ def assert_refused(table_run: dict, index: int, words: str) -> None:
         assert "Traceback" not in text, text
     assert out["elapsed_s"] < BOUND_S, out["elapsed_s"]
     assert out["unchanged"], "the case's directory %s changed" % out["dir"]
+
+
+# --- tables whose cases need prepared input ------------------------------------------------------
+#
+# ``{in}`` in a case's arguments is replaced by a directory of the case's own, filled by
+# ``prepare[case]`` (a function of that directory) before the table runs and hashed before and
+# after it, like ``{tmp}``: a sysfs tree built from a captured machine, a record, a bad file.
+
+_PREPARED: dict = {}
+
+
+def _fill_in(value, d):
+    if isinstance(value, str):
+        return value.replace("{in}", str(d))
+    if isinstance(value, list):
+        return [_fill_in(v, d) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill_in(v, d) for k, v in value.items()}
+    return value
+
+
+def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory) -> dict:
+    """run_table with ``{in}`` directories prepared per case; each outcome says whether its
+    prepared directory is unchanged (``in_unchanged``)."""
+    if module in _PREPARED:
+        return _PREPARED[module]
+    base = tmp_path_factory.mktemp("in-%s" % module)
+    filled, dirs = [], []
+    for i, (case, args, words) in enumerate(table):
+        d = base / ("case-%02d" % i)
+        d.mkdir()
+        if prepare.get(case):
+            prepare[case](d)
+        dirs.append(d)
+        filled.append((case, _fill_in(args, d), words))
+    before = [snapshot_tree(d) for d in dirs]
+    run = run_table(module, filled, tmp_path_factory)
+    for i, d in enumerate(dirs):
+        run["cases"][i]["in_unchanged"] = snapshot_tree(d) == before[i]
+        run["cases"][i]["in_dir"] = str(d)
+    _PREPARED[module] = run
+    return run
+
+
+def assert_refused_prepared(run: dict, index: int, words: str) -> None:
+    """assert_refused, ``{tmp}``/``{in}`` in words filled, no MODULE FAILURE, prepared input unchanged."""
+    out = run["cases"][index]
+    words = words.replace("{tmp}", out["dir"]).replace("{in}", out["in_dir"])
+    assert_refused(run, index, words)
+    # A module that crashed is reported as MODULE FAILURE (its traceback in module_stderr, which
+    # assert_refused searched); 2.19 adds an 'exception' key even to a fail_json called inside
+    # an except block, so that key proves nothing.
+    assert "MODULE FAILURE" not in str(out["result"].get("msg", "")), out["result"]
+    assert out["in_unchanged"], "the case's prepared directory %s changed" % out["in_dir"]

@@ -26,6 +26,7 @@ from ansible.module_utils.fleetnap.cpuidle import (
 )
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
 from ansible.module_utils.fleetnap.prom import render
+from ansible.module_utils.fleetnap.validate import ParamError, check_output_dir
 from ansible.module_utils.fleetnap.persist import (
     APPLY_CONFIG, APPLY_SCRIPT, APPLY_SCRIPT_TEXT, APPLY_UNIT, HOLD_SCRIPT, HOLD_SCRIPT_TEXT, HOLD_UNIT,
     STATE_DIR, UnitSet, apply_config_text, apply_unit_text, hold_unit_text, read_cpu_dma_latency,
@@ -56,6 +57,11 @@ GATE_ARGS = dict(
     metrics_dir=dict(type="path"),
 )
 GATE_TOP_LEVEL = ("state", "sysfs_root", "metrics_dir")
+
+
+# PM QoS latencies are signed 32-bit microseconds in the kernel; /dev/cpu_dma_latency's own
+# default (no constraint) is 2000 s.
+PM_QOS_MAX_US = 2000000000
 
 
 def _disable_path(cpu, index):
@@ -172,9 +178,20 @@ def plan_gate(module, p, model=None):
     for key in ("resume_latency_us", "global_latency_us"):
         if p[key] is not None and p[key] < 0:
             module.fail_json(msg="%s must be >= 0 microseconds, got %d" % (key, p[key]))
+        if p[key] is not None and p[key] > PM_QOS_MAX_US:
+            module.fail_json(msg="%s must be <= %d microseconds (the kernel's PM QoS limit), got %d"
+                                 % (key, PM_QOS_MAX_US, p[key]))
     if p["max_latency_us"] is not None and p["max_latency_us"] < 0:
         module.fail_json(msg="max_latency_us must be >= 0 microseconds (or null for no limit), got %g"
                          % p["max_latency_us"])
+    if p["max_latency_us"] is not None and PM_QOS_MAX_US < p["max_latency_us"] < float("inf"):
+        module.fail_json(msg="max_latency_us must be <= %d microseconds (or null for no limit), got %g"
+                             % (PM_QOS_MAX_US, p["max_latency_us"]))
+    if p["metrics_dir"]:
+        try:
+            check_output_dir("metrics_dir", p["metrics_dir"], "fleetnap_cpuidle.prom")
+        except ParamError as exc:
+            module.fail_json(msg=str(exc))
     try:
         cpus = select_cpus(model, p["cpus"])
         rows = plan_states(model, max_latency_us=p["max_latency_us"], measured=p["measured_latency_us"],

@@ -58,6 +58,9 @@ def render(metrics):
     """
     out = []
     seen = set()
+    for i, metric in enumerate(metrics):
+        if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
+            raise MetricError("metrics[%d] must be an object with a name, got %r" % (i, metric))
     for metric in sorted(metrics, key=lambda m: m["name"]):
         name, mtype = metric["name"], metric.get("type", "gauge")
         if not NAME_RE.match(name):
@@ -71,12 +74,27 @@ def render(metrics):
         seen.add(name)
         out.append("# HELP %s %s" % (name, metric.get("help", name).replace("\n", " ")))
         out.append("# TYPE %s %s" % (name, mtype))
-        samples = list(metric.get("samples") or [])
+        samples = metric.get("samples") or []
+        if not isinstance(samples, list):
+            raise MetricError("metric %s: samples must be a list, got %r" % (name, samples))
+        samples = list(samples)
         if metric.get("rows") is not None:
+            if not isinstance(metric["rows"], list) or not isinstance(metric.get("row_labels") or {}, dict):
+                raise MetricError("metric %s: rows must be a list and row_labels an object" % name)
+            try:
+                scale = float(metric.get("scale", 1.0))
+            except (TypeError, ValueError):
+                scale = float("nan")
+            if not math.isfinite(scale):
+                raise MetricError("metric %s: scale must be a finite number, got %r" % (name, metric.get("scale")))
             samples += rows_to_samples(metric["rows"], metric.get("row_labels") or {}, metric.get("row_value", "value"),
-                                       float(metric.get("scale", 1.0)))
+                                       scale)
         for sample in samples:
+            if not isinstance(sample, dict):
+                raise MetricError("metric %s: a sample must be an object with labels and value, got %r" % (name, sample))
             labels = sample.get("labels") or {}
+            if not isinstance(labels, dict):
+                raise MetricError("metric %s: labels must be an object (name: value), got %r" % (name, labels))
             for key in labels:
                 if not LABEL_RE.match(key):
                     raise MetricError("metric %s: bad label name %r" % (name, key))

@@ -77,12 +77,21 @@ class HostFS(object):
             return []
 
     def read(self, host_path, default=None):
-        """Stripped text of a file, or ``default`` when it does not exist or cannot be read."""
+        """Stripped text of a file, or ``default`` when it does not exist or cannot be read.
+
+        Text that is not UTF-8 raises UnicodeDecodeError (every caller's handlers already know it)
+        with the file named in its reason, so the module's message says which file."""
+        real = self.path(host_path)
         try:
-            with open(self.path(host_path), "r") as fobj:
-                return fobj.read().strip()
+            with open(real, "rb") as fobj:
+                data = fobj.read()
         except (IOError, OSError):
             return default
+        try:
+            return data.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise UnicodeDecodeError(exc.encoding, exc.object, exc.start, exc.end,
+                                     "%s is not UTF-8 text (byte %d)" % (real, exc.start))
 
     def read_int(self, host_path, default=None):
         text = self.read(host_path)

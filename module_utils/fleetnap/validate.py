@@ -230,3 +230,16 @@ def shape(doc, where, kind):
     if kind == "number" and not math.isfinite(doc):
         raise ShapeError("%s must be a finite number, got %s" % (where, doc))
     return doc
+
+
+def check_output_dir(opt, directory, filename):
+    """An output directory (node_exporter's textfile collector, for example): a path as path()
+    requires, not a file, and ``filename`` in it not a directory. A missing directory is fine (the
+    writer creates it). Checked before anything is written, so a bad one changes nothing."""
+    path()(opt, directory)
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise ParamError("option %s: %s exists and is not a directory" % (opt, directory))
+    target = os.path.join(directory, filename)
+    if os.path.isdir(target):
+        raise ParamError("option %s: %s is a directory; fleetnap writes its file there" % (opt, target))
+    return directory

@@ -16,8 +16,8 @@ import os
 
 import pytest
 
-from badinput import INF, NAN, assert_refused, case_params, run_table
-from conftest import materialize, snapshot_tree
+from badinput import INF, NAN, assert_refused_prepared, case_params, run_prepared
+from conftest import materialize
 
 CAP = {"server_read_iops": 100, "server_write_iops": 50, "server_read_mbps": 10, "server_write_mbps": 5}
 HEAD = "timestamp,read_iops,write_iops,read_mbps,write_mbps\n"
@@ -482,41 +482,7 @@ PREPARE[("shift_lock", "held by a live process")] = _live_lock
 PREPARE[("shift_lock", "release of a live process's lock")] = _live_lock
 
 
-# --- the runner: prepare the {in} directories, run the table, prove they did not change ----------
-
-_PREPARED: dict = {}
-
-
-def _fill_in(value, d):
-    if isinstance(value, str):
-        return value.replace("{in}", str(d))
-    if isinstance(value, list):
-        return [_fill_in(v, d) for v in value]
-    if isinstance(value, dict):
-        return {k: _fill_in(v, d) for k, v in value.items()}
-    return value
-
-
-def run_prepared(module, tmp_path_factory):
-    if module in _PREPARED:
-        return _PREPARED[module]
-    base = tmp_path_factory.mktemp("in-%s" % module)
-    table, dirs = [], []
-    for i, (case, args, words) in enumerate(TABLES[module]):
-        d = base / ("case-%02d" % i)
-        d.mkdir()
-        prep = PREPARE.get((module, case))
-        if prep:
-            prep(d)
-        dirs.append(d)
-        table.append((case, _fill_in(args, d), words))
-    before = [snapshot_tree(d) for d in dirs]
-    run = run_table(module, table, tmp_path_factory)
-    for i, d in enumerate(dirs):
-        run["cases"][i]["in_unchanged"] = snapshot_tree(d) == before[i]
-        run["cases"][i]["in_dir"] = str(d)
-    _PREPARED[module] = run
-    return run
+# --- the runner: tests/badinput.py (run_prepared) -----------------------------------------------
 
 
 CASES = case_params(TABLES)
@@ -524,15 +490,9 @@ CASES = case_params(TABLES)
 
 @pytest.mark.parametrize("module,index,words", CASES)
 def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
-    run = run_prepared(module, tmp_path_factory)
-    out = run["cases"][index]
-    words = words.replace("{tmp}", out["dir"]).replace("{in}", out["in_dir"])
-    assert_refused(run, index, words)
-    # A module that crashed is reported as MODULE FAILURE (its traceback in module_stderr, which
-    # assert_refused already searched); 2.19 adds an 'exception' key even to a fail_json called
-    # inside an except block, so that key proves nothing.
-    assert "MODULE FAILURE" not in str(out["result"].get("msg", "")), out["result"]
-    assert out["in_unchanged"], "the case's prepared directory %s changed" % out["in_dir"]
+    run = run_prepared(module, TABLES[module], {c: f for (m, c), f in PREPARE.items() if m == module},
+                       tmp_path_factory)
+    assert_refused_prepared(run, index, words)
 
 
 def test_every_table_has_at_least_15_cases():
