@@ -22,7 +22,7 @@ options:
   data:
     description:
       - Keys to store, for example C(resume) or C(wake_latency_us). Numbers must be finite (NaN
-        and infinities are refused: JSON cannot hold them and the latency gate would misread them).
+        and infinities are refused, since JSON cannot hold them and the latency gate would misread them).
     type: dict
     required: true
   recursive:
