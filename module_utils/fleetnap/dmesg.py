@@ -340,8 +340,26 @@ def kmsg_to_lines(records):
         if len(fields) < 3 or not fields[2].isdigit():
             continue
         usec = int(fields[2])
-        out.append("[%5d.%06d] %s" % (usec // 1000000, usec % 1000000, msg.rstrip("\n")))
+        out.append("[%5d.%06d] %s" % (usec // 1000000, usec % 1000000, _unescape(msg.rstrip("\n"))))
     return out
+
+
+_KMSG_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+
+
+def _unescape(msg):
+    """/dev/kmsg writes every byte below 0x20, from 0x7f up and the backslash itself as \\xHH
+    (a tab is \\x09, UTF-8 text is escaped byte by byte); dmesg shows the bytes. Same here."""
+    if "\\x" not in msg:
+        return msg
+    raw = _KMSG_ESCAPE.sub(lambda m: "\x00" + m.group(1), msg)
+    out = bytearray()
+    parts = raw.split("\x00")
+    out += parts[0].encode("utf-8")
+    for part in parts[1:]:
+        out.append(int(part[:2], 16))
+        out += part[2:].encode("utf-8")
+    return out.decode("utf-8", "replace")
 
 
 class _State(object):

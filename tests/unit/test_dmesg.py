@@ -460,3 +460,15 @@ def test_lab_guest_console_three_cycles():
     assert sum(len(c.devices) for c in cycles) == calls
     mod = [d for d in cycles[0].devices if d.callback.endswith("[button]")]
     assert mod and mod[0].name == "LNXPWRBN:00" and mod[0].driver == "button"
+
+
+def test_kmsg_escapes_are_shown_as_dmesg_shows_them():
+    """/dev/kmsg escapes control bytes, bytes >= 0x7f and the backslash as \\xHH; dmesg (and so
+    every saved log pm_timeline reads) shows the bytes. A CI machine's boot log has
+    'rcu: \\x09RCU restricting CPUs ...' among its first lines."""
+    lines = dmesg.kmsg_to_lines(["6,1,250154,-;rcu: \\x09RCU restricting CPUs\n",
+                                 "6,2,250155,-;path C:\\x5cboot caf\\xc3\\xa9 \\xff\n",
+                                 "6,3,250156,-;plain\n"])
+    assert lines == ["[    0.250154] rcu: \tRCU restricting CPUs",
+                     "[    0.250155] path C:\\boot caf\u00e9 \ufffd",
+                     "[    0.250156] plain"]
