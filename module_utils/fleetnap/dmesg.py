@@ -340,7 +340,10 @@ def kmsg_to_lines(records):
         if len(fields) < 3 or not fields[2].isdigit():
             continue
         usec = int(fields[2])
-        out.append("[%5d.%06d] %s" % (usec // 1000000, usec % 1000000, _unescape(msg.rstrip("\n"))))
+        # one read() is one record: its text up to the first newline, then the record's dictionary
+        # (" SUBSYSTEM=pci", " DEVICE=+pci:...", one per line), which dmesg does not print
+        text = msg.split("\n", 1)[0]
+        out.append("[%5d.%06d] %s" % (usec // 1000000, usec % 1000000, _unescape(text)))
     return out
 
 

@@ -462,6 +462,14 @@ def test_lab_guest_console_three_cycles():
     assert mod and mod[0].name == "LNXPWRBN:00" and mod[0].driver == "button"
 
 
+def test_kmsg_record_dictionary_is_not_part_of_the_line():
+    """One read() of /dev/kmsg is one record with its dictionary lines after the text (as this
+    machine's boot log has them for PCI devices); dmesg prints the text only."""
+    rec = ("6,5,441199,-;virtio-pci 0000:00:01.0: enabling device (0000 -> 0002)\n"
+           " SUBSYSTEM=pci\n DEVICE=+pci:0000:00:01.0\n")
+    assert dmesg.kmsg_to_lines([rec]) == ["[    0.441199] virtio-pci 0000:00:01.0: enabling device (0000 -> 0002)"]
+
+
 def test_kmsg_escapes_are_shown_as_dmesg_shows_them():
     """/dev/kmsg escapes control bytes, bytes >= 0x7f and the backslash as \\xHH; dmesg (and so
     every saved log pm_timeline reads) shows the bytes. A CI machine's boot log has
