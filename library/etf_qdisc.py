@@ -189,8 +189,10 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.sysfs import HostFS, remove_path, systemd_running, write_file_atomic
 from ansible.module_utils.fleetnap.tc import (
-    TcError, commands, current_view, desired_view, is_default, is_ours, json_keys, needs_rebuild, validate,
+    MAX_QUEUES, TcError, commands, current_view, desired_view, is_default, is_ours, json_keys, needs_rebuild,
+    validate,
 )
+from ansible.module_utils.fleetnap.validate import all_of, check_params, items, name, names, number, numbers
 
 CONFIG_DIR = "/etc/fleetnap/etf"
 SCRIPT = "/usr/local/libexec/fleetnap/etf-apply"
@@ -322,6 +324,20 @@ def kernel_support(module, names, check_mode):
                 module.fail_json(msg="modprobe %s failed on kernel %s: %s" % (name, release, err.strip()))
 
 
+# Interface names: at most 15 bytes (IFNAMSIZ), no '/' or whitespace, not '.' or '..'.
+IFNAME = name(r"^(?!\.{1,2}$)[A-Za-z0-9_.:@-]{1,15}$", "an interface name of 1-15 characters (e.g. eth0)")
+CHECKS = {
+    "device": IFNAME,
+    "handle": number(1, 0xffff, integer=True),
+    "num_tc": number(1, 16, integer=True),
+    "priority_map": all_of(items(16), numbers(0, 15, integer=True)),
+    "tc_queues": names(r"^\d{1,4}@\d{1,4}$", "COUNT@OFFSET (e.g. 1@0)", max_items=16),
+    "etf_queues": all_of(items(MAX_QUEUES), numbers(0, MAX_QUEUES - 1, integer=True)),
+    "etf_priority": number(0, 15, integer=True),
+    "delta_ns": number(0, 10 ** 9, integer=True),
+}
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -346,6 +362,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    check_params(module, CHECKS)
     device = p["device"]
     host = os.uname()[1]
     fs = HostFS("/")

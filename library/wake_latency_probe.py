@@ -48,13 +48,17 @@ options:
     elements: str
     default: []
   loops:
-    description: Wake-ups per state (cyclictest C(-l)).
+    description:
+      - Wake-ups per state (cyclictest C(-l)), 1 to 10000000.
+      - O(loops) times O(interval_us) is at most an hour per state (the idle states stay limited while
+        a state is measured).
     type: int
     default: 2000
   interval_us:
     description:
       - Time between wake-ups in microseconds (cyclictest C(-i)). It must be longer than the
         target residency of the deepest state measured, or the governor will not choose it.
+      - 50 to 1000000 (one second).
     type: int
     default: 1000
   priority:
@@ -79,11 +83,11 @@ options:
     choices: [all, probe]
     default: all
   histogram_bin_us:
-    description: Bin width of the returned histograms, in microseconds.
+    description: Bin width of the returned histograms, in microseconds (above 0, at most 1000000).
     type: float
     default: 1.0
   settle_s:
-    description: Seconds to wait after changing the limits before a run starts.
+    description: Seconds to wait after changing the limits before a run starts (0 to 60).
     type: float
     default: 0.2
   no_driver:
@@ -260,6 +264,7 @@ from ansible.module_utils.fleetnap.cpuidle import CPU_DIR, POLL, CpuidleError, r
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
 from ansible.module_utils.fleetnap.persist import read_cpu_dma_latency
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, names, number
 from ansible.module_utils.fleetnap.wakeprobe import (
     IDLE_LOOP, ProbeError, cyclictest_argv, declared_vs_measured, histogram, launch_time_nics, limit_plan, metrics,
     over_baseline, parse_verbose, qos_limits, select_states, summarize,
@@ -354,6 +359,30 @@ class Restorer(object):
         return dict((p, self.fs.read(p)) for p in self.original if self.fs.read(p) != self.original[p])
 
 
+# Every option bounded before the host is read: a probe disables idle states on every CPU while it
+# runs, so its length is bounded too (MAX_RUN_S per state).
+MAX_RUN_S = 3600
+CHECKS = {
+    "cpu": number(0, 8191, integer=True),
+    "states": names(r"^[A-Za-z0-9_.+-]{1,31}$", "a C-state name as cpuidle shows it (e.g. C1E, POLL)"),
+    "loops": number(1, 10 ** 7, integer=True),
+    "interval_us": number(50, 10 ** 6, integer=True),
+    "priority": number(0, 99, integer=True),
+    "governor": name(r"^[a-z0-9_-]{1,15}$", "auto, keep or a cpuidle governor name (e.g. menu, teo)"),
+    "histogram_bin_us": number(0, 10 ** 6, lo_open=True),
+    "settle_s": number(0, 60),
+}
+
+
+def check_run_length(p):
+    """loops x interval_us of one state's run at most MAX_RUN_S (the idle states stay limited that long)."""
+    run_s = p["loops"] * p["interval_us"] / 1e6
+    if run_s > MAX_RUN_S:
+        raise ParamError("options loops and interval_us: %d loops of %d us are %.0f s per state; at most %d s "
+                         "(idle states are limited while a probe runs)"
+                         % (p["loops"], p["interval_us"], run_s, MAX_RUN_S))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -371,6 +400,11 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    check_params(module, CHECKS)
+    try:
+        check_run_length(p)
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
     fs = HostFS("/")
     try:
         model = read_model(fs)
@@ -395,8 +429,6 @@ def main():
         histogram([], p["histogram_bin_us"])
     except ProbeError as exc:
         module.fail_json(msg=str(exc))
-    if p["settle_s"] < 0 or p["settle_s"] > 60:
-        module.fail_json(msg="settle_s must be between 0 and 60 seconds, got %g" % p["settle_s"])
     if POLL in names and POLL not in wanted:
         wanted.insert(0, POLL)
 

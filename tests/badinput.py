@@ -60,8 +60,13 @@ def _duration_s(task: dict) -> float:
     return (end - start).total_seconds()
 
 
-def run_table(module: str, table: list, tmp_path_factory) -> dict:
-    """Run every case of ``module``'s table in one playbook (once per session); return the outcomes."""
+def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=None, state=None) -> dict:
+    """Run every case of ``module``'s table in one playbook (once per session); return the outcomes.
+
+    ``wrap``: argv put before ansible-playbook (``ip netns exec NS``); ``task_extra``: keywords
+    added to every task (``check_mode``); ``state``: a function returning what the module must
+    not change outside the case directories (a namespace's qdiscs, the host's idle states),
+    compared before and after the table."""
     if module in _RESULTS:
         return _RESULTS[module]
     root = tmp_path_factory.mktemp("bad-%s" % module)
@@ -71,9 +76,10 @@ def run_table(module: str, table: list, tmp_path_factory) -> dict:
         work.mkdir()
         (work / "marker").write_text("as it was\n")
         dirs.append(work)
-        tasks.append({"name": "%02d %s" % (i, case), module: _fill(args, work),
-                      "ignore_errors": True, "timeout": TASK_TIMEOUT_S})
+        tasks.append(dict({"name": "%02d %s" % (i, case), module: _fill(args, work),
+                           "ignore_errors": True, "timeout": TASK_TIMEOUT_S}, **(task_extra or {})))
     before = [snapshot_tree(d) for d in dirs]
+    state_before = state() if state else None
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     book = root / "table.yml"
     book.write_text(json.dumps(play, indent=1))   # JSON is YAML
@@ -82,7 +88,7 @@ def run_table(module: str, table: list, tmp_path_factory) -> dict:
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json")
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-M", str(REPO / "library"),
            "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, str(book)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO),
+    proc = subprocess.run(list(wrap) + cmd, capture_output=True, text=True, env=env, cwd=str(REPO),
                           timeout=TASK_TIMEOUT_S * len(table) + 120)
     start = proc.stdout.find("{")
     try:
@@ -96,7 +102,9 @@ def run_table(module: str, table: list, tmp_path_factory) -> dict:
     for i, task in enumerate(ran):
         outcomes.append({"result": task["hosts"]["localhost"], "elapsed_s": _duration_s(task),
                          "unchanged": snapshot_tree(dirs[i]) == before[i], "dir": str(dirs[i])})
-    _RESULTS[module] = {"cases": outcomes, "stderr": proc.stderr}
+    state_after = state() if state else None
+    _RESULTS[module] = {"cases": outcomes, "stderr": proc.stderr, "state_unchanged": state_before == state_after,
+                        "state": (state_before, state_after)}
     return _RESULTS[module]
 
 
@@ -112,6 +120,7 @@ def assert_refused(table_run: dict, index: int, words: str) -> None:
         assert "Traceback" not in text, text
     assert out["elapsed_s"] < BOUND_S, out["elapsed_s"]
     assert out["unchanged"], "the case's directory %s changed" % out["dir"]
+    assert table_run["state_unchanged"], "the table changed the state it must leave alone: %r" % (table_run["state"],)
 
 
 # --- tables whose cases need prepared input ------------------------------------------------------
@@ -133,7 +142,7 @@ def _fill_in(value, d):
     return value
 
 
-def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory) -> dict:
+def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory, **kw) -> dict:
     """run_table with ``{in}`` directories prepared per case; each outcome says whether its
     prepared directory is unchanged (``in_unchanged``)."""
     if module in _PREPARED:
@@ -148,7 +157,7 @@ def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory) -> d
         dirs.append(d)
         filled.append((case, _fill_in(args, d), words))
     before = [snapshot_tree(d) for d in dirs]
-    run = run_table(module, filled, tmp_path_factory)
+    run = run_table(module, filled, tmp_path_factory, **kw)
     for i, d in enumerate(dirs):
         run["cases"][i]["in_unchanged"] = snapshot_tree(d) == before[i]
         run["cases"][i]["in_dir"] = str(d)

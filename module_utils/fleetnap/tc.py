@@ -22,6 +22,7 @@ CLOCKS = ("CLOCK_TAI", "CLOCK_MONOTONIC", "CLOCK_REALTIME", "CLOCK_BOOTTIME")
 DEFAULT_ROOT_KINDS = ("mq", "pfifo_fast", "fq_codel", "fq", "noqueue", "noop", "pfifo", "sfq", "cake")
 QUEUE_RE = re.compile(r"^(\d+)@(\d+)$")
 FLAGS = ("offload", "deadline_mode", "skip_sock_check")
+MAX_QUEUES = 4096     # a bound before any set of queues is built (the kernel's limit is lower on any NIC)
 
 
 class TcError(ValueError):
@@ -45,6 +46,9 @@ def parse_queues(specs):
         match = QUEUE_RE.match(str(spec).strip())
         if not match or int(match.group(1)) < 1:
             raise TcError("tc_queues: %r is not COUNT@OFFSET with COUNT >= 1 (for example 1@0)" % (spec,))
+        if int(match.group(1)) > MAX_QUEUES or int(match.group(2)) >= MAX_QUEUES:
+            raise TcError("tc_queues: %r names queues beyond %d (no device has more TX queues)"
+                          % (spec, MAX_QUEUES))
         out.append((int(match.group(1)), int(match.group(2))))
     return out
 

@@ -118,6 +118,20 @@ def name(pattern, what):
     return check
 
 
+def names(pattern, what, max_items=64):
+    """A list of at most max_items names, each matching pattern (anchored), e.g. C-state names."""
+    one = name(pattern, what)
+
+    def check(opt, value):
+        items(max_items)(opt, value)
+        if isinstance(value, dict):
+            raise ParamError("option %s: must be a list, got %s" % (opt, _show(value)))
+        for i, item in enumerate(value):
+            one("%s[%d]" % (opt, i), item)
+        return value
+    return check
+
+
 def text(max_len=4096, printable=True):
     """A string of at most max_len characters, without control characters when printable."""
     def check(opt, value):

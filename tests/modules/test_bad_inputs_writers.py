@@ -9,6 +9,13 @@ The runner is tests/badinput.py (run_prepared): a table is one ansible-playbook 
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from badinput import INF, NAN, assert_refused_prepared, case_params, run_prepared
@@ -153,46 +160,73 @@ TEXTFILE_METRICS_PREP = {
     "output is a directory": lambda d: (d / "fleetnap_fleetnap_test.prom").mkdir(),
 }
 
-EQ = {"device": "lo", "num_tc": 2, "priority_map": [0, 1], "tc_queues": ["1@0", "1@1"], "persist": False}
+# etf_qdisc runs in a network namespace of its own (etf_namespace below) holding fnq0, a veth
+# with 4 TX queues, and fns0 with one: what it would do to an interface stays there, and
+# the namespace's qdiscs and fleetnap's persistence directory are compared before and after.
+EQ = {"device": "fnq0", "num_tc": 2, "priority_map": [0] * 3 + [1] * 13, "tc_queues": ["1@0", "3@1"],
+      "persist": False}
 ETF_QDISC = [
-    ("device with a slash", dict(EQ, device="../lo"), ""),
-    ("device empty", dict(EQ, device=""), ""),
-    ("device 300 characters", dict(EQ, device="e" * 300), ""),
-    ("device missing", dict(EQ, device="fleetnap-none0"), ""),
-    ("num_tc 0", dict(EQ, num_tc=0), ""),
-    ("num_tc a billion", dict(EQ, num_tc=10 ** 9), ""),
-    ("handle negative", dict(EQ, handle=-1), ""),
-    ("handle huge", dict(EQ, handle=2 ** 40), ""),
-    ("priority_map a word", dict(EQ, priority_map=["x"]), ""),
-    ("priority_map 17 entries", dict(EQ, priority_map=[0] * 17), ""),
-    ("tc_queues garbage", dict(EQ, tc_queues=["all"]), ""),
-    ("etf_queues huge", dict(EQ, etf_queues=[10 ** 9]), ""),
-    ("etf_priority negative", dict(EQ, etf_priority=-1), ""),
-    ("delta_ns negative", dict(EQ, delta_ns=-5), ""),
-    ("delta_ns a year", dict(EQ, delta_ns=10 ** 17), ""),
-    ("clockid unknown", dict(EQ, clockid="CLOCK_NOW"), ""),
-    ("offload yes", dict(EQ, offload="yes"), ""),
+    ("device with a slash", dict(EQ, device="../fnq0"), "option device: must be an interface name"),
+    ("device empty", dict(EQ, device=""), "option device: must be an interface name"),
+    ("device dot dot", dict(EQ, device=".."), "option device: must be an interface name"),
+    ("device 300 characters", dict(EQ, device="e" * 300), "option device: must be an interface name"),
+    ("device with a space", dict(EQ, device="fnq0 root"), "option device: must be an interface name"),
+    ("device missing", dict(EQ, device="fnnone0"), "device 'fnnone0' does not exist"),
+    ("device missing, absent", {"device": "fnnone0", "state": "absent"}, "device 'fnnone0' does not exist"),
+    ("num_tc 0", dict(EQ, num_tc=0), "option num_tc: must be >= 1 and <= 16, got 0"),
+    ("num_tc a billion", dict(EQ, num_tc=10 ** 9), "option num_tc: must be >= 1 and <= 16"),
+    ("handle negative", dict(EQ, handle=-1), "option handle: must be >= 1 and <= 65535"),
+    ("handle huge", dict(EQ, handle=2 ** 40), "option handle: must be >= 1 and <= 65535"),
+    ("priority_map 17 entries", dict(EQ, priority_map=[0] * 17), "option priority_map: at most 16 items"),
+    ("priority_map 15 entries", dict(EQ, priority_map=[0] * 15), "priority_map must list 16 traffic classes"),
+    ("priority_map class beyond num_tc", dict(EQ, priority_map=[2] * 16), "each 0..num_tc-1"),
+    ("tc_queues garbage", dict(EQ, tc_queues=["all", "1@1"]), "option tc_queues[0]: must be COUNT@OFFSET"),
+    ("tc_queues a billion queues", dict(EQ, tc_queues=["1@0", "1000000000@1"]),
+     "option tc_queues[1]: must be COUNT@OFFSET"),
+    ("tc_queues beyond the device", dict(EQ, tc_queues=["1@0", "4@1"]), "need 5 TX queues; fnq0 has 4"),
+    ("tc_queues overlap", dict(EQ, tc_queues=["2@0", "2@1"]), "tc_queues 2@0, 2@1 overlap"),
+    ("num_tc without the map", {"device": "fnq0", "num_tc": 2, "persist": False}, "go together"),
+    ("etf_queues huge", dict(EQ, etf_queues=[10 ** 9]), "option etf_queues[0]: must be >= 0 and <= 4095"),
+    ("etf_queues beyond the device", dict(EQ, etf_queues=[7]), "etf_queues [7] do not exist"),
+    ("etf_priority negative", dict(EQ, etf_priority=-1), "option etf_priority: must be >= 0 and <= 15"),
+    ("delta_ns negative", dict(EQ, delta_ns=-5), "option delta_ns: must be >= 0 and <= 1000000000"),
+    ("delta_ns a year", dict(EQ, delta_ns=10 ** 17), "option delta_ns: must be >= 0 and <= 1000000000"),
+    ("clockid unknown", dict(EQ, clockid="CLOCK_NOW"), "value of clockid must be one of"),
+    ("offload yes", dict(EQ, offload="yes"), "value of offload must be one of"),
+    ("offload on without a PHC", dict(EQ, offload="on"), "has no PTP hardware clock"),
+    ("root etf on four queues", {"device": "fnq0", "root": "etf", "persist": False},
+     "root etf times a single-queue device"),
+    ("mqprio on one queue", {"device": "fns0", "persist": False}, "fns0 has 1 TX queue(s)"),
 ]
 
+# wake_latency_probe disables idle states of the machine that runs it while cyclictest runs, so its
+# cases run in check mode: a refusal comes before the check-mode answer, an input wrongly
+# accepted answers ok (and fails the case) without touching the host. The host's idle-state
+# disables and governor are compared before and after anyway.
 WP = {"cpu": 0, "loops": 10}
 WAKE_LATENCY_PROBE = [
-    ("cpu negative", dict(WP, cpu=-1), ""),
-    ("cpu a million", dict(WP, cpu=10 ** 6), ""),
-    ("loops 0", dict(WP, loops=0), ""),
-    ("loops a billion", dict(WP, loops=10 ** 9), ""),
-    ("interval_us 0", dict(WP, interval_us=0), ""),
-    ("interval_us an hour", dict(WP, interval_us=3600 * 10 ** 6), ""),
-    ("priority 0", dict(WP, priority=0), ""),
-    ("priority 100", dict(WP, priority=100), ""),
-    ("histogram_bin_us nan", dict(WP, histogram_bin_us=NAN), ""),
-    ("histogram_bin_us 0", dict(WP, histogram_bin_us=0), ""),
-    ("settle_s inf", dict(WP, settle_s=INF), ""),
-    ("settle_s negative", dict(WP, settle_s=-1), ""),
-    ("states a string", dict(WP, states="C1"), ""),
-    ("states with a slash", dict(WP, states=["../C1"]), ""),
-    ("governor with a slash", dict(WP, governor="../x"), ""),
-    ("limit_cpus unknown", dict(WP, limit_cpus="some"), ""),
-    ("unknown option", dict(WP, cpus=[0]), ""),
+    ("cpu negative", dict(WP, cpu=-1), "option cpu: must be >= 0 and <= 8191, got -1"),
+    ("cpu a million", dict(WP, cpu=10 ** 6), "option cpu: must be >= 0 and <= 8191"),
+    ("cpu not on this host", dict(WP, cpu=8000), "CPU 8000 is not an online CPU with cpuidle states"),
+    ("loops 0", dict(WP, loops=0), "option loops: must be >= 1"),
+    ("loops a billion", dict(WP, loops=10 ** 9), "option loops: must be >= 1 and <= 10000000"),
+    ("interval_us 0", dict(WP, interval_us=0), "option interval_us: must be >= 50"),
+    ("interval_us an hour", dict(WP, interval_us=3600 * 10 ** 6), "option interval_us: must be >= 50 and <= 1000000"),
+    ("run over an hour", dict(WP, loops=10 ** 7, interval_us=1000), "are 10000 s per state; at most 3600 s"),
+    ("priority negative", dict(WP, priority=-1), "option priority: must be >= 0 and <= 99"),
+    ("priority 100", dict(WP, priority=100), "option priority: must be >= 0 and <= 99"),
+    ("histogram_bin_us nan", dict(WP, histogram_bin_us=NAN), "option histogram_bin_us: must be a finite number"),
+    ("histogram_bin_us 0", dict(WP, histogram_bin_us=0), "option histogram_bin_us: must be > 0"),
+    ("settle_s nan", dict(WP, settle_s=NAN), "option settle_s: must be a finite number"),
+    ("settle_s inf", dict(WP, settle_s=INF), "option settle_s: must be a finite number"),
+    ("settle_s negative", dict(WP, settle_s=-1), "option settle_s: must be >= 0 and <= 60"),
+    ("states with a slash", dict(WP, states=["../C1"]), "option states[0]: must be a C-state name"),
+    ("states a hundred", dict(WP, states=["C%d" % i for i in range(100)]), "option states: at most 64 items"),
+    ("states unknown", dict(WP, states=["C99"]), "states: unknown C-state(s) C99"),
+    ("governor with a slash", dict(WP, governor="../x"), "option governor: must be auto, keep or a cpuidle"),
+    ("governor not available", dict(WP, governor="nosuch"), "governor: 'nosuch' is not available"),
+    ("limit_cpus unknown", dict(WP, limit_cpus="some"), "value of limit_cpus must be one of"),
+    ("unknown option", dict(WP, cpus=[0]), "Unsupported parameters"),
 ]
 
 FACTS = "root/etc/ansible/facts.d/fleetnap.fact"     # measurements_file is read under sysfs_root
@@ -249,11 +283,9 @@ TABLES = {
     "fleetnap_fact": FLEETNAP_FACT,
     "textfile_metrics": TEXTFILE_METRICS,
     "fleetnap_profile": FLEETNAP_PROFILE,
+    "etf_qdisc": ETF_QDISC,
+    "wake_latency_probe": WAKE_LATENCY_PROBE,
 }
-# Not run yet: both act on the machine that runs the tests (a qdisc on an interface, cyclictest
-# with idle states disabled), so an input they wrongly accept would change it. Their cases need a
-# device that cannot exist and a bound on every duration before they join TABLES.
-PENDING = {"etf_qdisc": ETF_QDISC, "wake_latency_probe": WAKE_LATENCY_PROBE}
 PREPARE = {
     "cpuidle_qos": CPUIDLE_QOS_PREP,
     "sleep_policy": SLEEP_POLICY_PREP,
@@ -263,11 +295,69 @@ PREPARE = {
 }
 CASES = case_params(TABLES)
 
+# The cases that get past the options need this host's cpuidle (a machine without a driver
+# refuses them all with the same message, which is right there too).
+NO_CPUIDLE = "no cpuidle driver or no idle states"
+if not glob.glob("/sys/devices/system/cpu/cpu0/cpuidle/state0"):
+    WAKE_LATENCY_PROBE[:] = [(c, a, NO_CPUIDLE if not w.startswith("option") and "value of" not in w
+                              and "Unsupported" not in w else w) for c, a, w in WAKE_LATENCY_PROBE]
+
+
+def idle_state():
+    """The host's idle-state disables and cpuidle governor (what a probe changes while it runs)."""
+    out = {}
+    for f in sorted(glob.glob("/sys/devices/system/cpu/cpu*/cpuidle/state*/disable")
+                    + glob.glob("/sys/devices/system/cpu/cpuidle/current_governor")):
+        out[f] = Path(f).read_text()
+    return out
+
+
+ETF_PERSIST = ("/etc/fleetnap/etf", "/etc/systemd/system")
+
+
+@contextlib.contextmanager
+def etf_namespace():
+    """A network namespace with fnq0 (a veth with 4 TX queues) and fns0 (with 1)."""
+    ns = "fnbad%d" % os.getpid()
+    ip = shutil.which("ip")
+    subprocess.run([ip, "netns", "add", ns], check=True)
+    try:
+        for dev, queues in (("fnq0", 4), ("fns0", 1)):
+            subprocess.run([ip, "-n", ns, "link", "add", dev, "numtxqueues", str(queues), "type", "veth",
+                            "peer", "name", dev + "p"], check=True)
+            subprocess.run([ip, "-n", ns, "link", "set", dev, "up"], check=True)
+        yield ns
+    finally:
+        subprocess.run([ip, "netns", "del", ns], check=False)
+
+
+def etf_state(ns):
+    def state():
+        qd = subprocess.run([shutil.which("ip"), "netns", "exec", ns, shutil.which("tc"), "-j", "qdisc", "show"],
+                            capture_output=True, text=True, check=True).stdout
+        kept = sorted(str(p) for d in ETF_PERSIST for p in Path(d).glob("**/*") if "etf" in p.name) \
+            if Path("/etc/systemd/system").exists() else []
+        return qd, kept
+    return state
+
+
+def table_run(module, tmp_path_factory):
+    prepare = PREPARE.get(module, {})
+    if module == "etf_qdisc":
+        if not shutil.which("tc") or not shutil.which("ip"):
+            pytest.skip("needs iproute2 (ip, tc)")
+        with etf_namespace() as ns:
+            return run_prepared(module, TABLES[module], prepare, tmp_path_factory,
+                                wrap=(shutil.which("ip"), "netns", "exec", ns), state=etf_state(ns))
+    if module == "wake_latency_probe":
+        return run_prepared(module, TABLES[module], prepare, tmp_path_factory,
+                            task_extra={"check_mode": True}, state=idle_state)
+    return run_prepared(module, TABLES[module], prepare, tmp_path_factory)
+
 
 @pytest.mark.parametrize("module,index,words", CASES)
 def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
-    run = run_prepared(module, TABLES[module], PREPARE.get(module, {}), tmp_path_factory)
-    assert_refused_prepared(run, index, words)
+    assert_refused_prepared(table_run(module, tmp_path_factory), index, words)
 
 
 def test_every_table_has_at_least_15_cases():

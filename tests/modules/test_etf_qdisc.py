@@ -108,7 +108,7 @@ needs_dev = pytest.mark.skipif(DEV is None or shutil.which("tc") is None,
     ({"root": "etf", "offload": "on"}, "has no PTP hardware clock"),
     ({"tc_queues": ["1@0", "1@1"], "num_tc": 2, "priority_map": [0] * 16}, "mqprio needs a multi-queue NIC"),
     ({"root": "etf", "clockid": "CLOCK_MONOTONIC", "offload": "on"}, "offload needs clockid CLOCK_TAI"),
-    ({"root": "etf", "etf_priority": 16}, "etf_priority must be a socket priority 0..15"),
+    ({"root": "etf", "etf_priority": 16}, "option etf_priority: must be >= 0 and <= 15, got 16"),
 ])
 def test_bad_input_fails_clearly_and_changes_nothing(module_runner, args, message):
     before = qdiscs(DEV)

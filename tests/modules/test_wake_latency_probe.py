@@ -111,10 +111,10 @@ def test_check_mode_plans_and_measures_nothing(module_runner, saved_knobs):
 @pytest.mark.parametrize("args, message", [
     ({"states": ["C6"]}, "unknown C-state(s) C6; this host's states are: POLL"),
     ({"cpu": 4095}, "CPU 4095 is not an online CPU with cpuidle states"),
-    ({"priority": 100}, "priority must be 0-99"),
-    ({"interval_us": 10}, "interval_us must be an integer >= 50"),
+    ({"priority": 100}, "option priority: must be >= 0 and <= 99, got 100"),
+    ({"interval_us": 10}, "option interval_us: must be >= 50 and <= 1000000, got 10"),
     ({"governor": "teo-nonexistent"}, "'teo-nonexistent' is not available on this host"),
-    ({"settle_s": -1}, "settle_s must be between 0 and 60"),
+    ({"settle_s": -1}, "option settle_s: must be >= 0 and <= 60, got -1"),
 ])
 def test_bad_input_fails_clearly_and_changes_nothing(module_runner, saved_knobs, args, message):
     res = module_runner("wake_latency_probe", args)
