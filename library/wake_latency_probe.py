@@ -364,7 +364,8 @@ class Restorer(object):
 MAX_RUN_S = 3600
 CHECKS = {
     "cpu": number(0, 8191, integer=True),
-    "states": names(r"^[A-Za-z0-9_.+-]{1,31}$", "a C-state name as cpuidle shows it (e.g. C1E, POLL)"),
+    # cpuidle names are at most 15 characters and may hold spaces ('haltpoll idle')
+    "states": names(r"^[^\x00-\x1f\x7f/]{1,15}$", "a C-state name as cpuidle shows it (e.g. C1E, POLL)"),
     "loops": number(1, 10 ** 7, integer=True),
     "interval_us": number(50, 10 ** 6, integer=True),
     "priority": number(0, 99, integer=True),

@@ -221,6 +221,7 @@ WAKE_LATENCY_PROBE = [
     ("settle_s inf", dict(WP, settle_s=INF), "option settle_s: must be a finite number"),
     ("settle_s negative", dict(WP, settle_s=-1), "option settle_s: must be >= 0 and <= 60"),
     ("states with a slash", dict(WP, states=["../C1"]), "option states[0]: must be a C-state name"),
+    ("states name too long", dict(WP, states=["C" * 16]), "option states[0]: must be a C-state name"),
     ("states a hundred", dict(WP, states=["C%d" % i for i in range(100)]), "option states: at most 64 items"),
     ("states unknown", dict(WP, states=["C99"]), "states: unknown C-state(s) C99"),
     ("governor with a slash", dict(WP, governor="../x"), "option governor: must be auto, keep or a cpuidle"),
