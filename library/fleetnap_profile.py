@@ -392,13 +392,14 @@ def main():
     sleep_changed = False
     if sleep_plan is not None:
         def undo_gate(msg):
-            errors = []
-            if sleep_plan.get("applied"):
-                errors += sleep_plan["batch"]._rollback(sleep_plan["batch"].writes)
-            errors += rollback_gate(gate_plan)
+            # the sleep policy's own changes were undone by apply_sleep (msg says how that went)
+            errors = rollback_gate(gate_plan)
             if errors:
-                return "%s; rolling back this call's sysfs writes also failed: %s" % (msg, "; ".join(errors))
-            return "%s; this call's sysfs writes (C-states, mem_sleep) were rolled back" % msg
+                return "%s; rolling back this call's C-state writes failed, they are NOT as they were: %s" \
+                       % (msg, "; ".join(errors))
+            if gate_plan.get("applied"):
+                return "%s; this call's C-state writes were rolled back" % msg
+            return msg
         sleep_changed = apply_sleep(module, sleep_plan, on_failure=undo_gate)
 
     cstates = gate_result(module, gate_plan, gate_changed)

@@ -285,14 +285,31 @@ def apply_gate(module, plan):
                 plan["boot"].install(restart=False)
             else:
                 plan["boot"].remove()
-        except (OSError, IOError) as exc:
-            module.fail_json(msg="C-state limits were applied, but installing fleetnap's services failed: %s" % exc)
+        except (HostFsError, OSError, IOError) as exc:
+            module.fail_json(msg=_undone("installing fleetnap's services failed: %s" % exc, plan,
+                                         "the services may be partly installed; the next run replaces or "
+                                         "removes them"))
 
     if p["metrics_dir"] and not module.check_mode:
-        changed = write_file_atomic(HostFS("/"), os.path.join(p["metrics_dir"], "fleetnap_cpuidle.prom"),
-                                    render(decision_metrics(plan["rows"], p, plan["acted"])), 0o644,
-                                    module) or changed
+        try:
+            changed = write_file_atomic(HostFS("/"), os.path.join(p["metrics_dir"], "fleetnap_cpuidle.prom"),
+                                        render(decision_metrics(plan["rows"], p, plan["acted"])), 0o644,
+                                        module) or changed
+        except (HostFsError, OSError, IOError) as exc:
+            module.fail_json(msg=_undone("writing the metrics failed: %s" % exc, plan))
     return changed
+
+
+def _undone(msg, plan, services=None):
+    """msg, then what rolling this call's C-state writes back did (for a failure after them)."""
+    if not plan.get("applied"):
+        return msg + "; nothing had been changed"
+    errors = rollback_gate(plan)
+    if errors:
+        msg += "; rolling back this call's C-state writes failed, they are NOT as they were: %s" % "; ".join(errors)
+    else:
+        msg += "; this call's C-state writes were rolled back"
+    return msg + ("; " + services if services else "")
 
 
 def rollback_gate(plan):

@@ -156,31 +156,99 @@ def plan_sleep(module, p):
     )
 
 
+def _raw(fs, host_path):
+    """A file's bytes, or None when it does not exist (for putting it back on failure)."""
+    try:
+        with open(fs.path(host_path), "rb") as fobj:
+            return fobj.read()
+    except (IOError, OSError):
+        return None
+
+
+class _Journal(object):
+    """What apply_sleep() changed so far, newest last, and how to undo each step."""
+
+    def __init__(self):
+        self.steps = []
+
+    def did(self, what, undo):
+        self.steps.append((what, undo))
+
+    def undo(self):
+        """Undo every step, newest first; returns (undone, errors) as lists of text."""
+        undone, errors = [], []
+        for what, undo in reversed(self.steps):
+            try:
+                problems = undo() or []
+            except (HostFsError, OSError, IOError) as exc:
+                problems = [str(exc)]
+            if problems:
+                errors.append("%s: %s" % (what, "; ".join(problems)))
+            else:
+                undone.append(what)
+        return undone, errors
+
+
+def _put_back(fs, host_path, data, module):
+    if data is None:
+        remove_path(fs, host_path)
+    else:
+        write_file_atomic(fs, host_path, data, 0o644, module)
+
+
 def apply_sleep(module, plan, on_failure=None):
     """Write what plan_sleep() decided (nothing in check mode); returns ``changed`` (metrics included).
 
-    ``on_failure(msg)`` -- when given -- is called with the error message before fail_json, so a
-    caller that changed something earlier in the same call can undo it and say so.
+    A failure after the first write undoes every change of this call (mem_sleep, the drop-in, the
+    masks, the originals record) and the message says what was undone and what could not be.
+    ``on_failure(msg)`` -- when given -- is called with that message before fail_json, so a
+    caller that changed something earlier in the same call can undo it too and say so.
     """
     p, fs, offered = plan["p"], plan["fs"], plan["offered"]
     current_masks, want_masks = plan["current_masks"], plan["want_masks"]
+    journal = _Journal()
+    plan["journal"] = journal
 
     def fail(msg):
+        undone, errors = journal.undo()
+        if any(w.startswith(("the mask", "the unmask")) for w in undone):
+            try:
+                reload_units()
+            except (OSError, IOError) as exc:
+                errors.append("systemctl daemon-reload after putting the masks back: %s" % exc)
+        if errors:
+            msg = "%s; undoing this call's sleep-policy changes failed, the sleep policy is NOT as it was: %s%s" \
+                  % (msg, "; ".join(errors), (" (undone: %s)" % ", ".join(undone)) if undone else "")
+        elif undone:
+            msg = "%s; this call's sleep-policy changes were undone (%s)" % (msg, ", ".join(undone))
+        else:
+            msg = "%s; nothing had been changed" % msg
         if on_failure is not None:
             msg = on_failure(msg)
         module.fail_json(msg=msg, offered=offered)
+
+    def reload_units():
+        if systemd_running(fs):
+            module.run_command([module.get_bin_path("systemctl", required=True), "daemon-reload"], check_rc=True)
 
     if plan["changed"] and not module.check_mode:
         try:
             if plan["originals"] is None and p["state"] == "present":
                 write_file_atomic(fs, ORIGINALS, json.dumps(
                     {"mem_sleep": offered["mem_sleep"], "masked_targets": current_masks}) + "\n", 0o600, module)
-            plan["batch"].apply()
+                journal.did("the originals record %s" % fs.path(ORIGINALS), lambda: remove_path(fs, ORIGINALS) and [])
+            batch = plan["batch"]
+            batch.apply()   # one write at most (mem_sleep); a failed one changed nothing
             plan["applied"] = True
+            if len(batch):
+                journal.did("mem_sleep", lambda: batch._rollback(batch.writes))
+            old_drop_in = _raw(fs, DROP_IN)
             if plan["want_drop_in"] is None:
-                remove_path(fs, DROP_IN)
+                removed = remove_path(fs, DROP_IN)
             else:
-                write_file_atomic(fs, DROP_IN, drop_in_text(plan["allow"]), 0o644, module)
+                removed = write_file_atomic(fs, DROP_IN, drop_in_text(plan["allow"]), 0o644, module)
+            if removed:
+                journal.did("the drop-in %s" % fs.path(DROP_IN), lambda: _put_back(fs, DROP_IN, old_drop_in, module))
             for target in TARGETS:
                 link = fs.path("%s/%s" % (UNIT_DIR, target))
                 if target in want_masks and target not in current_masks:
@@ -189,13 +257,17 @@ def apply_sleep(module, plan, on_failure=None):
                     if os.path.lexists(link):
                         fail("cannot mask %s: %s exists and is not a mask; remove it first" % (target, link))
                     os.symlink("/dev/null", link)
+                    journal.did("the mask of %s" % target, lambda link=link: os.unlink(link))
                 elif target in current_masks and target not in want_masks:
                     os.unlink(link)
+                    journal.did("the unmasking of %s" % target, lambda link=link: os.symlink("/dev/null", link))
             if p["state"] == "absent":
-                remove_path(fs, ORIGINALS)
-            if plan["masks_changed"] and systemd_running(fs):
-                module.run_command([module.get_bin_path("systemctl", required=True), "daemon-reload"],
-                                   check_rc=True)
+                old_originals = _raw(fs, ORIGINALS)
+                if remove_path(fs, ORIGINALS):
+                    journal.did("the removal of %s" % fs.path(ORIGINALS),
+                                lambda: write_file_atomic(fs, ORIGINALS, old_originals, 0o600, module) and [])
+            if plan["masks_changed"]:
+                reload_units()
         except (HostFsError, OSError, IOError) as exc:
             fail("applying the sleep policy failed: %s" % exc)
 

@@ -181,14 +181,17 @@ class SysfsBatch(object):
         self.check()
         done = []
         for host_path, new, old in self.writes:
+            if old is None:
+                old = self._current(host_path)
             try:
                 self.fs.write_raw(host_path, new)
             except (IOError, OSError) as exc:
                 rollback_errors = self._rollback(done)
                 if rollback_errors:
                     raise BatchWriteError(
-                        "writing %r to %s failed (%s); rolling back %d earlier write(s) also failed: %s"
-                        % (new, self.fs.path(host_path), exc.strerror or exc, len(done),
+                        "writing %r to %s failed (%s); of the %d write(s) before it, %d could not be undone, "
+                        "the host is NOT as it was: %s"
+                        % (new, self.fs.path(host_path), exc.strerror or exc, len(done), len(rollback_errors),
                            "; ".join(rollback_errors)),
                         failed_path=host_path, rolled_back=False, rollback_errors=rollback_errors)
                 raise BatchWriteError(
@@ -198,10 +201,19 @@ class SysfsBatch(object):
             done.append((host_path, new, old))
         return len(done)
 
+    def _current(self, host_path):
+        """The attribute's value now (for a write queued without its old value), or None."""
+        try:
+            return self.fs.read(host_path)
+        except (HostFsError, IOError, OSError, ValueError):
+            return None
+
     def _rollback(self, done):
+        """Write the old values back, newest first; the errors name every write that stays."""
         errors = []
-        for host_path, _new, old in reversed(done):
+        for host_path, new, old in reversed(done):
             if old is None:
+                errors.append("%s: left at %r (its earlier value could not be read)" % (self.fs.path(host_path), new))
                 continue
             try:
                 self.fs.write_raw(host_path, old)

@@ -188,6 +188,21 @@ def test_failed_write_rolls_back(tmp_path, module_runner):
     assert not (root / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
 
 
+def test_metrics_that_cannot_be_written_after_the_limits_roll_them_back(tmp_path, module_runner):
+    """metrics_dir passes the up-front check (a missing directory is created) but cannot be made
+    under /proc: the failure comes after 96 sysfs writes, which are undone, and the message says so."""
+    root = materialize("ivbep1", tmp_path / "root")
+    before = snapshot_tree(root)
+    res = qos(module_runner, root, max_latency_us=20, metrics_dir="/proc/fleetnap-no-such-dir")
+    assert res.failed and "writing the metrics failed" in res["msg"] and "/proc/fleetnap-no-such-dir" in res["msg"], \
+        res.get("msg")
+    assert "this call's C-state writes were rolled back" in res["msg"], res["msg"]
+    assert "Traceback" not in str(res)
+    after = snapshot_tree(root)
+    assert after == before
+    assert not (root / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
+
+
 def test_warns_about_other_managers(tmp_path, module_runner):
     root = materialize("ivbep1", tmp_path / "root")
     (root / "proc/cmdline").write_text("ro quiet intel_idle.max_cstate=1 idle=poll\n")

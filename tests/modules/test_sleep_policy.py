@@ -188,3 +188,29 @@ def test_bad_metrics_dir_fails_and_changes_nothing(tmp_path, module_runner, bad,
     res = run(module_runner, root, allow="none", metrics_dir=bad)
     assert res.failed and match in res["msg"] and bad in res["msg"]
     assert snapshot_tree(tmp_path) == before and not (root / "etc").exists()
+
+
+def test_failure_after_the_first_write_undoes_every_change(tmp_path, module_runner):
+    """A fault after the drop-in is written (the unit directory is a file, so no mask can be
+    made): the drop-in, mem_sleep and the originals record are undone, and the message says so."""
+    root = power_tree(tmp_path, mem_sleep="s2idle [deep]")
+    (root / "etc/systemd").mkdir(parents=True)
+    (root / "etc/systemd/system").write_text("in the way\n")
+    before = snapshot_tree(root)
+    res = run(module_runner, root, allow="none")
+    assert res.failed and "applying the sleep policy failed" in res["msg"], res.get("msg")
+    assert "this call's sleep-policy changes were undone (the drop-in " in res["msg"], res["msg"]
+    assert "the originals record" in res["msg"] and "NOT" not in res["msg"]
+    assert snapshot_tree(root) == before
+
+
+def test_failure_with_an_old_drop_in_puts_it_back(tmp_path, module_runner):
+    """The drop-in that was there before the call (an earlier policy) comes back byte for byte."""
+    root = power_tree(tmp_path, mem_sleep="[s2idle] deep")
+    assert not run(module_runner, root, allow="s2idle", mask_targets=False).failed
+    (root / "etc/systemd/system").write_text("in the way\n")
+    before = snapshot_tree(root)
+    res = run(module_runner, root, allow="none")
+    assert res.failed and "were undone (" in res["msg"] and "the drop-in" in res["msg"], res["msg"]
+    assert "the originals record" not in res["msg"]      # it was there before and stays
+    assert snapshot_tree(root) == before
