@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 from ansible.module_utils.fleetnap.cpuidle import (
@@ -62,6 +63,7 @@ GATE_TOP_LEVEL = ("state", "sysfs_root", "metrics_dir")
 # PM QoS latencies are signed 32-bit microseconds in the kernel; /dev/cpu_dma_latency's own
 # default (no constraint) is 2000 s.
 PM_QOS_MAX_US = 2000000000
+GOVERNOR_NAME = re.compile(r"^[a-z0-9_-]{1,15}$")
 
 
 def _disable_path(cpu, index):
@@ -359,8 +361,45 @@ def gate_result(module, plan, changed):
     return result
 
 
+def check_record(doc, where):
+    """The originals record as _originals() writes it, or ValueError naming the field: its values
+    are written back into sysfs by state=absent, so a hand-edited or corrupt one is refused."""
+    def bad(field, what, value):
+        raise ValueError("%s: %s must be %s, got %s" % (where, field, what, repr(value)[:60]))
+    if not isinstance(doc, dict):
+        raise ValueError("%s: must be a JSON object, got %s" % (where, repr(doc)[:60]))
+    cpus = doc.get("cpus", {})
+    if not isinstance(cpus, dict) or len(cpus) > 8192:
+        bad("cpus", "an object of at most 8192 CPUs", cpus)
+    for cpu, saved in cpus.items():
+        if not cpu.isdigit() or int(cpu) > 8191:
+            bad("cpus key %r" % cpu[:20], "a CPU number 0-8191", cpu)
+        if not isinstance(saved, dict):
+            bad("cpus.%s" % cpu, "an object", saved)
+        states = saved.get("states", {})
+        if not isinstance(states, dict) or len(states) > 64:
+            bad("cpus.%s.states" % cpu, "an object of at most 64 states", states)
+        for name, value in states.items():
+            if value not in ("0", "1", 0, 1) or isinstance(value, bool):
+                bad("cpus.%s.states.%s" % (cpu, name[:20]), "'0' or '1'", value)
+        qos = saved.get("pm_qos_resume_latency_us")
+        if qos is not None and qos != "n/a" and (isinstance(qos, bool) or not isinstance(qos, int)
+                                                 or not 0 <= qos <= PM_QOS_MAX_US):
+            bad("cpus.%s.pm_qos_resume_latency_us" % cpu, "0-%d, 'n/a' or null" % PM_QOS_MAX_US, qos)
+    governor = doc.get("governor")
+    if governor is not None and not (isinstance(governor, str) and GOVERNOR_NAME.match(governor)):
+        bad("governor", "a cpuidle governor name or null", governor)
+    return doc
+
+
 def _plan_absent(module, fs, model):
-    originals = fs.read_json(ORIGINALS)
+    try:
+        originals = fs.read_json(ORIGINALS)
+        if originals is not None:
+            check_record(originals, "the record %s" % fs.path(ORIGINALS))
+    except (HostFsError, ValueError) as exc:
+        module.fail_json(msg="%s; nothing was changed (repair the record, or remove it and set the C-states "
+                             "by hand: state=absent cannot know the values to restore)" % exc)
     batch = SysfsBatch(fs)
     if originals:
         for cpu in model["cpus"]:

@@ -66,6 +66,21 @@ def masked(fs):
     return out
 
 
+def check_record(doc, where):
+    """The originals record as apply_sleep() writes it, or ValueError naming the field (state=absent
+    writes its mem_sleep into sysfs and keeps its masks)."""
+    if not isinstance(doc, dict):
+        raise ValueError("%s: must be a JSON object, got %s" % (where, repr(doc)[:60]))
+    mem_sleep = doc.get("mem_sleep")
+    if mem_sleep is not None and mem_sleep not in ("s2idle", "shallow", "deep"):
+        raise ValueError("%s: mem_sleep must be s2idle, shallow, deep or null, got %s" % (where, repr(mem_sleep)[:60]))
+    masks = doc.get("masked_targets", [])
+    if not isinstance(masks, list) or any(t not in TARGETS for t in masks):
+        raise ValueError("%s: masked_targets must be a list of %s, got %s"
+                         % (where, ", ".join(TARGETS), repr(masks)[:60]))
+    return doc
+
+
 def view(mem_sleep, masks, drop_in):
     return {"mem_sleep": mem_sleep, "masked_targets": sorted(masks), "drop_in": drop_in}
 
@@ -86,7 +101,13 @@ def plan_sleep(module, p):
     if not fs.exists(POWER_DIR + "/state"):
         module.fail_json(msg="%s does not exist: this kernel has no system sleep support (CONFIG_SUSPEND) "
                              "or sysfs_root %s is wrong" % (fs.path(POWER_DIR + "/state"), fs.root))
-    originals = fs.read_json(ORIGINALS)
+    try:
+        originals = fs.read_json(ORIGINALS)
+        if originals is not None:
+            check_record(originals, "the record %s" % fs.path(ORIGINALS))
+    except (HostFsError, ValueError) as exc:
+        module.fail_json(msg="%s; nothing was changed (repair or remove the record; without it state=absent "
+                             "restores the kernel's mem_sleep as it is now and no masks)" % exc)
     current_masks = masked(fs)
     current_drop_in = fs.read(DROP_IN)
     allow = "deep" if p["allow"] == "mem" else p["allow"]

@@ -39,6 +39,16 @@ def bad_bytes(rel, data=b"C1\xff\xfe\n"):
     return prep
 
 
+def record(module, text):
+    """A captured machine with fleetnap's originals record of ``module`` holding text."""
+    def prep(d):
+        machine(d)
+        target = d / ("root/var/lib/fleetnap/%s.orig.json" % module)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (target.write_bytes if isinstance(text, bytes) else target.write_text)(text)
+    return prep
+
+
 R = {"sysfs_root": "{in}/root"}
 CQ = dict(R, max_latency_us=50)
 CPUIDLE_QOS = [
@@ -65,10 +75,27 @@ CPUIDLE_QOS = [
     ("state name not UTF-8", CQ, "cpu0/cpuidle/state1/name is not UTF-8 text"),
     ("latency not UTF-8", CQ, "cpu1/cpuidle/state2/latency is not UTF-8 text"),
     ("disable an unknown state", dict(CQ, disable=["C99"]), "disable: unknown state(s) C99"),
+    # state=absent writes the originals record back into sysfs: a corrupt one is refused
+    ("record not JSON", dict(R, state="absent"), "cpuidle_qos.orig.json is not valid JSON"),
+    ("record not UTF-8", dict(R, state="absent"), "cpuidle_qos.orig.json is not UTF-8 text"),
+    ("record a list", dict(R, state="absent"), "cpuidle_qos.orig.json: must be a JSON object"),
+    ("record disable a word", dict(R, state="absent"), "cpus.0.states.C1 must be '0' or '1', got 'banana'"),
+    ("record cpu a word", dict(R, state="absent"), "cpus key 'all' must be a CPU number"),
+    ("record qos NaN", dict(R, state="absent"), "cpus.0.pm_qos_resume_latency_us must be 0-2000000000"),
+    ("record governor a path", dict(R, state="absent"), "governor must be a cpuidle governor name"),
 ]
 CPUIDLE_QOS_PREP = {c: machine for c, _a, _w in CPUIDLE_QOS}
 CPUIDLE_QOS_PREP["state name not UTF-8"] = bad_bytes("sys/devices/system/cpu/cpu0/cpuidle/state1/name")
 CPUIDLE_QOS_PREP["metrics file a directory"] = lambda d: (machine(d), (d / "metrics/fleetnap_cpuidle.prom").mkdir())
+CPUIDLE_QOS_PREP.update({
+    "record not JSON": record("cpuidle_qos", "{"),
+    "record not UTF-8": record("cpuidle_qos", b'{"governor": "\xff"}'),
+    "record a list": record("cpuidle_qos", "[]"),
+    "record disable a word": record("cpuidle_qos", '{"cpus": {"0": {"states": {"C1": "banana"}}}}'),
+    "record cpu a word": record("cpuidle_qos", '{"cpus": {"all": {"states": {}}}}'),
+    "record qos NaN": record("cpuidle_qos", '{"cpus": {"0": {"pm_qos_resume_latency_us": NaN}}}'),
+    "record governor a path": record("cpuidle_qos", '{"governor": "../menu"}'),
+})
 CPUIDLE_QOS_PREP["latency not UTF-8"] = bad_bytes("sys/devices/system/cpu/cpu1/cpuidle/state2/latency", b"1\xff\n")
 
 SP = dict(R, allow="s2idle")
@@ -89,8 +116,18 @@ SLEEP_POLICY = [
     ("state unknown", dict(SP, state="gone"), "value of state must be one of"),
     ("allow missing", {"sysfs_root": "{in}/root"}, "state is present but all of the following are missing: allow"),
     ("unknown option", dict(SP, mode="deep"), "Unsupported parameters"),
+    ("record a list", dict(R, state="absent"), "sleep_policy.orig.json: must be a JSON object"),
+    ("record not JSON", dict(R, state="absent"), "sleep_policy.orig.json is not valid JSON"),
+    ("record mem_sleep a word", dict(R, state="absent"), "mem_sleep must be s2idle, shallow, deep or null"),
+    ("record masks a unit of another", dict(R, state="absent"), "masked_targets must be a list of"),
 ]
 SLEEP_POLICY_PREP = {c: machine for c, _a, _w in SLEEP_POLICY}
+SLEEP_POLICY_PREP.update({
+    "record a list": record("sleep_policy", "[1]"),
+    "record not JSON": record("sleep_policy", "{"),
+    "record mem_sleep a word": record("sleep_policy", '{"mem_sleep": "off", "masked_targets": []}'),
+    "record masks a unit of another": record("sleep_policy", '{"mem_sleep": "deep", "masked_targets": ["ssh.service"]}'),
+})
 SLEEP_POLICY_PREP["mem_sleep not UTF-8"] = bad_bytes("sys/power/mem_sleep", b"s2idle [de\xffep]\n")
 SLEEP_POLICY_PREP["deep with garbage mem_sleep"] = bad_bytes("sys/power/mem_sleep", b"whatever\n")
 SLEEP_POLICY_PREP["state file not UTF-8"] = bad_bytes("sys/power/state", b"freeze \xff\n")
