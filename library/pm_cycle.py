@@ -194,7 +194,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse
 from ansible.module_utils.fleetnap.sleep import POWER_DIR, read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
-from ansible.module_utils.fleetnap.validate import check_params, number, path
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
 CHECKS = {
@@ -354,17 +354,62 @@ def remove_state(files):
             os.unlink(path)
 
 
+def _no_constant(name):
+    raise ValueError("%s is not a JSON number" % name)
+
+
+RESTORABLE = {MEM_SLEEP: ("s2idle", "shallow", "deep"), PRINT_TIMES: ("0", "1")}
+
+
+def check_meta(meta, where):
+    """The cycle's record as start_external() wrote it, or ValueError naming the field: collect
+    writes its restores back into sysfs, so only the two attributes a cycle changes, with values
+    they can hold, are accepted."""
+    if not isinstance(meta, dict):
+        raise ValueError("%s must hold a JSON object" % where)
+    if meta.get("mode") not in ("mem", "freeze"):
+        raise ValueError("%s: mode must be mem or freeze, got %r" % (where, meta.get("mode")))
+    if not isinstance(meta.get("marker"), str) or len(meta["marker"]) > 200:
+        raise ValueError("%s: marker must be a string" % where)
+    for key, hi in (("started_at", 1e11), ("start_delay_s", 60)):
+        value = meta.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= hi:
+            raise ValueError("%s: %s must be a number 0-%g, got %r" % (where, key, hi, value))
+    restores = meta.get("restores")
+    if not isinstance(restores, list) or len(restores) > len(RESTORABLE):
+        raise ValueError("%s: restores must be a list of at most %d [path, value] pairs" % (where, len(RESTORABLE)))
+    for pair in restores:
+        if not (isinstance(pair, list) and len(pair) == 2 and pair[0] in RESTORABLE
+                and pair[1] in RESTORABLE[pair[0]]):
+            raise ValueError("%s: restore %r is not one a cycle makes (%s)"
+                             % (where, pair, "; ".join("%s: %s" % (k, "/".join(v)) for k, v in RESTORABLE.items())))
+    if meta.get("mem_sleep") not in (None,) + RESTORABLE[MEM_SLEEP]:
+        raise ValueError("%s: mem_sleep must be s2idle, shallow, deep or null, got %r" % (where, meta.get("mem_sleep")))
+    return meta
+
+
+def _small_text(path):
+    """A state file's text (at most 64 KB, invalid UTF-8 replaced): rc and err of the cycle."""
+    with open(path, "rb") as fobj:
+        return fobj.read(65536).decode("utf-8", "replace").strip()
+
+
 def collect_external(module, fs, run_id):
     """The cycle started by wake=external: its exit status, its times and its kernel timeline."""
     p = module.params
     host = socket.gethostname()
     files = state_files(run_id)
-    try:
-        with open(files["json"]) as fobj:
-            meta = json.load(fobj)
-    except (IOError, OSError, ValueError):
+    if not os.path.exists(files["json"]):
         module.fail_json(msg="%s: no suspend cycle %s was started here (%s missing; /run is emptied at boot: "
                              "did the host reboot instead of resuming?)" % (host, run_id, files["json"]))
+    try:
+        meta = check_meta(json.loads(read_text_file(files["json"], "the cycle record", 1024 * 1024),
+                                     parse_constant=_no_constant), files["json"])
+    except (ParamError, ValueError) as exc:
+        why = str(exc) if files["json"] in str(exc) else "%s: %s" % (files["json"], exc)
+        module.fail_json(msg="%s: the record of cycle %s cannot be used: %s; nothing was written (check %s and "
+                             "%s by hand, then remove %s.*)"
+                         % (host, run_id, why, MEM_SLEEP, PRINT_TIMES, os.path.join(STATE_DIR, run_id)))
     if not os.path.exists(files["t0"]):
         # The host answered before its suspend even started: stop the armed shell, so the host
         # cannot go to sleep later on its own, and put back what the start changed.
@@ -384,13 +429,11 @@ def collect_external(module, fs, run_id):
             module.fail_json(msg="%s: the suspend of cycle %s started but the write to %s has not returned "
                                  "after %.0f s" % (host, run_id, POWER_DIR + "/state", p["collect_timeout_s"]))
         time.sleep(0.2)
-    with open(files["rc"]) as fobj:
-        rc = fobj.read().strip()
+    rc = _small_text(files["rc"])
     if rc != "0":
         err = ""
         if os.path.exists(files["err"]):
-            with open(files["err"]) as fobj:
-                err = fobj.read().strip()
+            err = _small_text(files["err"])
         if not module.check_mode:
             remove_state(files)
         module.fail_json(msg="%s: suspend cycle %s failed: writing %r to %s exited %s: %s (the host did not "

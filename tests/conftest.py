@@ -76,8 +76,10 @@ class ModuleResult(dict):
         return bool(self.get("changed"))
 
 
-def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path = None, env=None) -> ModuleResult:
-    """Run ``library/<name>.py`` through ``ansible`` on localhost and return its result (with ``diff``)."""
+def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path = None, env=None,
+               wrap=()) -> ModuleResult:
+    """Run ``library/<name>.py`` through ``ansible`` on localhost and return its result (with ``diff``).
+    ``wrap``: argv put before ansible (a namespace of its own, for example)."""
     cmd = [
         str(VENV_BIN / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
         "-M", str(REPO / "library"), "-m", name,
@@ -93,7 +95,7 @@ def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path
                     ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                     ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json")
     full_env.update(env or {})
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=full_env, cwd=str(REPO), timeout=300)
+    proc = subprocess.run(list(wrap) + cmd, capture_output=True, text=True, env=full_env, cwd=str(REPO), timeout=300)
     start = proc.stdout.find("\n{")
     text = proc.stdout if proc.stdout.startswith("{") else proc.stdout[start + 1:]
     try:

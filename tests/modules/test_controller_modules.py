@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_module
+
 
 class GreetingServer(threading.Thread):
     """A TCP service on loopback that greets like sshd while ``answering`` is set."""
@@ -178,23 +180,69 @@ def test_pm_cycle_collect_gives_up_on_a_write_that_never_returns(module_runner, 
     assert files["json"].exists() and files["t0"].exists()
 
 
+# The module runs with a /sys/power of its own: a tmpfs mounted over it in a private mount
+# namespace, holding mem_sleep as a start left it (this machine's kernel has no mem_sleep); what
+# the module wrote there is printed after it exits.
+POWER_NS = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs fnpower /sys/power && printf deep > /sys/power/mem_sleep && "$@"; rc=$?; '
+            'printf "\\nMEM_SLEEP_AFTER=%s\\n" "$(cat /sys/power/mem_sleep)" >&2; exit $rc', "sh"]
+
+
 @needs_root
-def test_pm_cycle_collect_cancels_an_armed_cycle_and_puts_back_what_it_changed(module_runner, started_cycle, tmp_path):
+def test_pm_cycle_collect_cancels_an_armed_cycle_and_puts_back_what_it_changed(started_cycle, tmp_path):
     """Collected before its suspend started: the waiting shell is stopped, the changes undone."""
     run_id, files, write = started_cycle
-    changed = tmp_path / "mem_sleep"       # stands for /sys/power/mem_sleep (the start selected deep)
-    changed.write_text("deep")
     shell = subprocess.Popen(["/bin/sh", "-c", "sleep 60; : fleetnap-pm-cycle %s" % run_id])
     try:
         files["pid"].write_text("%d\n" % shell.pid)
-        write(restores=[(str(changed), "s2idle")], started_ago=0.5, delay=20)
-        res = module_runner("pm_cycle", {"collect": run_id})
+        write(restores=[("/sys/power/mem_sleep", "s2idle")], started_ago=0.5, delay=20)
+        res = run_module("pm_cycle", {"collect": run_id}, wrap=POWER_NS)
         assert res.failed and ("the suspend of cycle %s had not started when it was collected" % run_id) in res["msg"]
         assert "delay 20.0 s); it was cancelled and nothing is left changed" in res["msg"]
         assert shell.wait(timeout=10) == -15          # SIGTERM, from the module
-        assert changed.read_text() == "s2idle"
+        assert "MEM_SLEEP_AFTER=s2idle" in res["_stderr"], res["_stderr"]
         assert not any(p.exists() for p in files.values())
     finally:
         if shell.poll() is None:
             shell.kill()
             shell.wait()
+
+
+@needs_root
+@pytest.mark.parametrize("case, record, words", [
+    ("a restore of another file", "VICTIM", "is not one a cycle makes"),
+    ("a restore with a value no attribute holds", [["/sys/power/mem_sleep", "mem; reboot"]], "is not one a cycle makes"),
+    ("restores not a list", {"/sys/power/mem_sleep": "deep"}, "restores must be a list"),
+    ("mode hibernate", "MODE", "mode must be mem or freeze, got 'hibernate'"),
+    ("started_at NaN", "NAN", "NaN is not a JSON number"),
+    ("not JSON", "{", "cannot be used"),
+    ("not UTF-8", b'{"mode": "\xff"}', "is not UTF-8 text"),
+    ("a list", "[]", "must hold a JSON object"),
+])
+def test_pm_cycle_collect_refuses_a_corrupt_record(started_cycle, tmp_path, case, record, words):
+    """collect writes the record's restores back into sysfs: a record it did not write that way is
+    refused, naming the file, and nothing is written or removed."""
+    run_id, files, write = started_cycle
+    victim = tmp_path / "victim"
+    victim.write_text("as it was\n")
+    write(restores=[("/sys/power/mem_sleep", "s2idle")], started_ago=0.5, delay=20)
+    good = json.loads(files["json"].read_text())
+    if record == "VICTIM":
+        good["restores"] = [[str(victim), "0"]]
+    elif record == "MODE":
+        good["mode"] = "hibernate"
+    elif record == "NAN":
+        good["started_at"] = float("nan")
+    elif isinstance(record, list):
+        good["restores"] = record
+    elif isinstance(record, dict):
+        good["restores"] = record
+    text = record if isinstance(record, (str, bytes)) and record not in ("VICTIM", "MODE", "NAN") else json.dumps(good)
+    (files["json"].write_bytes if isinstance(text, bytes) else files["json"].write_text)(text)
+    before = files["json"].read_bytes()
+    res = run_module("pm_cycle", {"collect": run_id}, wrap=POWER_NS)
+    assert res.failed and words in res["msg"], res.get("msg")
+    assert "the record of cycle %s cannot be used" % run_id in res["msg"] and str(files["json"]) in res["msg"]
+    assert "Traceback" not in str(res) and "MODULE FAILURE" not in res["msg"]
+    assert "MEM_SLEEP_AFTER=deep" in res["_stderr"]         # nothing written to /sys/power
+    assert victim.read_text() == "as it was\n" and files["json"].read_bytes() == before
