@@ -44,13 +44,14 @@ def case_params(tables: dict) -> list:
     return out
 
 
-def _fill(value, tmp: Path):
+def _fill(value, d: Path, token="{tmp}"):
+    """value with ``token`` replaced by directory d in every string, however deep."""
     if isinstance(value, str):
-        return value.replace("{tmp}", str(tmp))
+        return value.replace(token, str(d))
     if isinstance(value, list):
-        return [_fill(v, tmp) for v in value]
+        return [_fill(v, d, token) for v in value]
     if isinstance(value, dict):
-        return {k: _fill(v, tmp) for k, v in value.items()}
+        return {k: _fill(v, d, token) for k, v in value.items()}
     return value
 
 
@@ -132,16 +133,6 @@ def assert_refused(table_run: dict, index: int, words: str) -> None:
 _PREPARED: dict = {}
 
 
-def _fill_in(value, d):
-    if isinstance(value, str):
-        return value.replace("{in}", str(d))
-    if isinstance(value, list):
-        return [_fill_in(v, d) for v in value]
-    if isinstance(value, dict):
-        return {k: _fill_in(v, d) for k, v in value.items()}
-    return value
-
-
 def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory, **kw) -> dict:
     """run_table with ``{in}`` directories prepared per case; each outcome says whether its
     prepared directory is unchanged (``in_unchanged``)."""
@@ -155,7 +146,7 @@ def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory, **kw
         if prepare.get(case):
             prepare[case](d)
         dirs.append(d)
-        filled.append((case, _fill_in(args, d), words))
+        filled.append((case, _fill(args, d, "{in}"), words))
     before = [snapshot_tree(d) for d in dirs]
     run = run_table(module, filled, tmp_path_factory, **kw)
     for i, d in enumerate(dirs):
