@@ -106,14 +106,19 @@ TEST_STAGES := lint test-unit test-sim test-lab test-molecule
 test: setup
 	$(BIN)/python tests/run_stages.py $(TEST_STAGES) --finally lab-down
 
-# The main job on the lab: plan and apply latency profiles, measure suspend/resume on every
-# guest, then apply again so the S3 decisions use the measurements.
+# All three jobs on the lab: plan and apply latency profiles, measure suspend/resume on every
+# guest, apply again so the S3 decisions use the measurements, shift the lab down a gear (a
+# group drained and parked) and back up, and end with the fleet report.
 demo: setup lab-up
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml --check --diff
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/measure_resume.yml -e measure_resume_cycles=2
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
-	@echo; echo "Reports: $(CURDIR)/$(ARTIFACTS)/resume/index.html (open in a browser)"; \
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear=2
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear=3
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/fleet_report.yml
+	@echo; echo "Report: $(CURDIR)/$(ARTIFACTS)/report.html (the fleet report: profiles, resume, gear shifts;"; \
+	echo "open in a browser)"; \
 	echo "The lab keeps running: make lab-status, make lab-down"
 
 bench: setup

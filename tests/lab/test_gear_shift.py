@@ -243,6 +243,11 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap):
     events = [line.split() for line in hooks.read_text().splitlines()]
     undrained = [e[2] for e in events if e[1] == "undrain"]
     assert sorted(undrained) == down
+    # The history: a line per shift that ran (check mode wrote none), each host's state at its end.
+    hist = [json.loads(line) for line in (sd / "history.jsonl").read_text().splitlines()]
+    assert [(h["gear"], h["result"]) for h in hist] == [(1, "ok"), (1, "ok"), (3, "ok")]
+    assert all(hist[0]["power"][n] == "asleep" for n in down) and hist[0]["power"][stay[0]] == "on"
+    assert set(hist[2]["power"].values()) == {"on"} and sorted(hist[2]["power"]) == ALL
     lab.record_timing("gear_shift_s3_up_wall_seconds", round(proc.wall_s, 1))
 
 
