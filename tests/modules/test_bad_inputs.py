@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from badinput import INF, NAN, assert_refused, case_params, run_table
+from conftest import REPO
 
 HOST_WAIT = [
     ("timeout nan", {"host": "127.0.0.1", "port": 9, "timeout": NAN}, "option timeout: must be a finite number"),
@@ -88,6 +89,17 @@ BMC_POWER = [
 
 TABLES = {"host_wait": HOST_WAIT, "pm_cycle": PM_CYCLE, "bmc_power": BMC_POWER}
 CASES = case_params(TABLES)
+
+
+def test_every_module_has_a_table():
+    """Every module in library/ has its table of bad inputs in one of the test_bad_inputs*.py files."""
+    import test_bad_inputs_gear_state
+    import test_bad_inputs_readers
+    import test_bad_inputs_writers
+    assert test_bad_inputs_gear_state._TABLE                      # that file's table is gear_state's
+    tabled = set(TABLES) | set(test_bad_inputs_readers.TABLES) | set(test_bad_inputs_writers.TABLES) | {"gear_state"}
+    modules = {p.stem for p in (REPO / "library").glob("*.py")}
+    assert modules == tabled, "without a table: %s" % sorted(modules - tabled)
 
 
 def test_every_table_has_at_least_15_cases():

@@ -351,6 +351,39 @@ SHIFT_LOCK = [
     ("unknown option", dict(SL, timeout=5), "Unsupported parameters"),
 ]
 
+# --- resume_summary: pure computation over the cycles measure_resume.yml hands it ---------------
+
+CYC = {"cycle": 1, "resume_ms": 300.0, "suspend_ms": 200.0, "end_to_end_ms": 4000.0, "cpus_ms": 50.0,
+       "noirq_ms": 20.0, "devices_ms": 200.0, "mem_sleep": "deep",
+       "slowest": [{"name": "0000:00:04.0", "phase": "resume", "duration_ms": 90.0}]}
+RS = {"host": "lab1", "cycles": [CYC]}
+RESUME_SUMMARY = [
+    ("no cycles", dict(RS, cycles=[]), "cycles: must be a non-empty list"),
+    ("cycles a string", dict(RS, cycles="three"), "cycles"),
+    ("a cycle a number", dict(RS, cycles=[3]), "cycles"),
+    ("cycle number 0", dict(RS, cycles=[dict(CYC, cycle=0)]), "cycles[0].cycle: must be a whole number in 1..1000"),
+    ("cycle number twice", dict(RS, cycles=[CYC, CYC]), "cycle 1 is given twice"),
+    ("two thousand cycles", dict(RS, cycles=[dict(CYC, cycle=i + 1) for i in range(2000)]), "at most 1000 cycles"),
+    ("resume nan", dict(RS, cycles=[dict(CYC, resume_ms=NAN)]), "cycles[0].resume_ms: must be a number"),
+    ("resume negative", dict(RS, cycles=[dict(CYC, resume_ms=-5)]), "cycles[0].resume_ms: must be a finite number"),
+    ("resume a year", dict(RS, cycles=[dict(CYC, resume_ms=3.2e10)]), "in 0..10000000"),
+    ("end to end missing", dict(RS, cycles=[{k: v for k, v in CYC.items() if k != "end_to_end_ms"}]),
+     "cycles[0].end_to_end_ms: must be a number"),
+    ("split a bool", dict(RS, cycles=[dict(CYC, noirq_ms=True)]), "cycles[0].noirq_ms: must be a number"),
+    ("mem_sleep unknown", dict(RS, cycles=[dict(CYC, mem_sleep="mem")]), "cycles[0].mem_sleep: must be s2idle"),
+    ("slowest a string", dict(RS, cycles=[dict(CYC, slowest="nic")]), "cycles[0].slowest: must be a list"),
+    ("callback without name", dict(RS, cycles=[dict(CYC, slowest=[{"phase": "resume", "duration_ms": 1}])]),
+     "cycles[0].slowest[0].name"),
+    ("callback duration text", dict(RS, cycles=[dict(CYC, slowest=[dict(CYC["slowest"][0], duration_ms="slow")])]),
+     "cycles[0].slowest[0].duration_ms"),
+    ("recommendations not per cycle", dict(RS, recommendations=[[], []]), "one list per cycle (1)"),
+    ("recommendations a dict each", dict(RS, recommendations=[{"a": 1}]), "recommendations[0]: must be a list"),
+    ("host with a newline", dict(RS, host="lab1\nlab2"), "option host"),
+    ("top 0", dict(RS, top=0), "option top: must be >= 1 and <= 100"),
+    ("top a million", dict(RS, top=1000000), "option top: must be >= 1 and <= 100"),
+    ("unknown option", dict(RS, dest="/tmp/x"), "Unsupported parameters"),
+]
+
 TABLES = {
     "wake_on_lan": WAKE_ON_LAN,
     "cpuidle_info": CPUIDLE_INFO,
@@ -358,6 +391,7 @@ TABLES = {
     "pm_debug": PM_DEBUG,
     "pm_timeline": PM_TIMELINE,
     "powernap_advice": POWERNAP_ADVICE,
+    "resume_summary": RESUME_SUMMARY,
     "fleet_report": FLEET_REPORT,
     "gear_plan": GEAR_PLAN,
     "gear_shift_plan": GEAR_SHIFT_PLAN,
@@ -497,7 +531,8 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
 
 def test_every_table_has_at_least_15_cases():
     assert set(TABLES) == {"wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
-                           "powernap_advice", "fleet_report", "gear_plan", "gear_shift_plan", "shift_lock"}
+                           "powernap_advice", "resume_summary", "fleet_report", "gear_plan", "gear_shift_plan",
+                           "shift_lock"}
     for module, table in TABLES.items():
         assert len(table) >= 15, "%s: %d cases" % (module, len(table))
 

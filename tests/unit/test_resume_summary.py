@@ -1,43 +1,33 @@
-"""playbooks/tasks/resume_summary.yml through ansible-playbook, on cycles the lab really produced.
+"""The per-host resume summary (module_utils/fleetnap/resumesummary.py, module resume_summary)
+on cycles the lab really produced.
 
 The input is what measure_resume.yml saved for lab6 in a CI run (tests/golden/
 lab6-measure-resume-3cycles.json): in each cycle's five slowest callbacks there are only two
-devices, each in several phases. The summary used to keep one entry per device name and listed
-two "slowest devices" instead of three; it now keeps each (device, phase) once, at its worst.
+devices, each in several phases. The summary once kept one entry per device name and listed
+two "slowest devices" instead of three; it keeps each (device, phase) once, at its worst.
+It was computed in Jinja, where the "median" was the value at index len // 2 of the sorted list:
+for two cycles, the worse one. The median is now the middle value, or the mean of the two middle.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
 
-from conftest import REPO, TARGET_PYTHON, VENV_BIN
+import pytest
+
+from conftest import REPO, run_module
+from ansible.module_utils.fleetnap.resumesummary import SummaryError, median, summarize
 
 GOLDEN = REPO / "tests" / "golden" / "lab6-measure-resume-3cycles.json"
 
 
 def summarise(tmp_path, cycles):
-    timelines = {"results": [{"item": {"cycle": c["cycle"]}, "recommendations": c["recommendations"]}
-                             for c in cycles]}
-    out = tmp_path / "summary.json"
-    play = tmp_path / "play.yml"
-    play.write_text(json.dumps([{
-        "name": "Summarise", "hosts": "all", "gather_facts": False,
-        "tasks": [{"name": "Summarise the host",
-                   "ansible.builtin.include_tasks": str(REPO / "playbooks/tasks/resume_summary.yml")},
-                  {"name": "Keep it", "ansible.builtin.copy": {
-                      "dest": str(out), "mode": "0644", "content": "{{ measure_resume_summary | to_json }}"}}],
-    }]))
-    extra = tmp_path / "vars.json"
-    extra.write_text(json.dumps({"__measure_resume_cycles": cycles, "__measure_resume_timelines": timelines,
-                                 "ansible_python_interpreter": TARGET_PYTHON}))
-    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "lab6,", "-c", "local", str(play), "-e", "@%s" % extra],
-                          capture_output=True, text=True, timeout=300, cwd=str(REPO),
-                          env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    return json.loads(out.read_text())
+    """Through the module, as measure_resume.yml calls it (ansible -m, arguments as JSON)."""
+    recs = [c["recommendations"] for c in cycles]
+    res = run_module("resume_summary", {"host": "lab6", "cycles": cycles, "recommendations": recs})
+    assert not res.failed and res.get("changed") is False, res
+    return res["summary"]
 
 
 def test_three_slowest_callbacks_when_two_devices_fill_every_cycle(tmp_path):
@@ -80,3 +70,72 @@ def test_cycles_without_device_callbacks_summarise_with_none(tmp_path):
     cycles = [dict(c, slowest=[]) for c in json.loads(GOLDEN.read_text())["cycles"]]
     s = summarise(tmp_path, cycles)
     assert s["slowest"] == [] and s["resume_kernel_worst_ms"] == 326.676
+
+
+def test_median_is_the_middle_value_or_the_mean_of_the_two_middle():
+    assert median([3.0]) == 3.0
+    assert median([5.0, 1.0, 3.0]) == 3.0
+    assert median([1000.0, 5000.0]) == 3000.0          # the Jinja version said 5000 (the worst)
+    assert median([4, 1, 3, 2]) == 2.5
+    for values in ([1.5, 2.5], [7, 1, 9, 3, 5, 11], [0.1] * 4):
+        assert median(values) == statistics.median(values)
+    with pytest.raises(SummaryError):
+        median([])
+
+
+def test_two_cycles_the_median_is_not_the_worst(tmp_path):
+    """The demo measures two cycles: their median must lie between them, not be the worse one."""
+    a, b = json.loads(GOLDEN.read_text())["cycles"][:2]
+    s = summarise(tmp_path, [a, b])
+    for key, name in (("resume_ms", "resume_kernel"), ("end_to_end_ms", "resume_end_to_end"),
+                      ("suspend_ms", "suspend_kernel")):
+        assert s[name + "_median_ms"] == round((a[key] + b[key]) / 2, 3)
+        assert s[name + "_worst_ms"] == max(a[key], b[key])
+    assert s["resume_kernel_median_ms"] < s["resume_kernel_worst_ms"]
+
+
+def test_equal_worst_resumes_take_the_later_cycle():
+    cycles = [dict(c, resume_ms=300.0) for c in json.loads(GOLDEN.read_text())["cycles"]]
+    assert summarize(cycles)["worst_cycle"] == cycles[-1]["cycle"]
+
+
+BAD = [
+    ("no cycles", [], "cycles: must be a non-empty list"),
+    ("a cycle is a list", [[1]], "cycles[0]: must be a cycle (a dict), got list"),
+    ("no cycle number", [{"resume_ms": 1}], "cycles[0].cycle: must be a whole number"),
+    ("cycle number twice", "twice", "cycle 1 is given twice"),
+    ("resume NaN", {"resume_ms": float("nan")}, "cycles[0].resume_ms: must be a finite number"),
+    ("suspend negative", {"suspend_ms": -1}, "cycles[0].suspend_ms: must be a finite number"),
+    ("end to end a string", {"end_to_end_ms": "5 s"}, "cycles[0].end_to_end_ms: must be a number"),
+    ("split missing", {"devices_ms": None}, "cycles[0].devices_ms: must be a number"),
+    ("bool as time", {"cpus_ms": True}, "cycles[0].cpus_ms: must be a number"),
+    ("mem_sleep unknown", {"mem_sleep": "banana"}, "cycles[0].mem_sleep: must be s2idle, shallow, deep or null"),
+    ("slowest a dict", {"slowest": {"a": 1}}, "cycles[0].slowest: must be a list"),
+    ("callback without phase", {"slowest": [{"name": "x", "duration_ms": 1}]}, "cycles[0].slowest[0].phase"),
+    ("callback name with newline", {"slowest": [{"name": "x\ny", "phase": "resume", "duration_ms": 1}]},
+     "cycles[0].slowest[0].name"),
+    ("callback duration inf", {"slowest": [{"name": "x", "phase": "resume", "duration_ms": float("inf")}]},
+     "cycles[0].slowest[0].duration_ms"),
+]
+
+
+@pytest.mark.parametrize("label,change,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_cycles_are_refused_naming_the_field(label, change, message):
+    good = json.loads(GOLDEN.read_text())["cycles"]
+    if isinstance(change, dict):
+        cycles = [dict(good[0], **change)] + good[1:]
+    elif change == "twice":
+        cycles = [good[0], dict(good[1], cycle=good[0]["cycle"])]
+    else:
+        cycles = change
+    with pytest.raises(SummaryError) as err:
+        summarize(cycles)
+    assert message in str(err.value)
+
+
+def test_recommendations_must_match_the_cycles():
+    cycles = json.loads(GOLDEN.read_text())["cycles"]
+    with pytest.raises(SummaryError, match="one list per cycle"):
+        summarize(cycles, [[]])
+    with pytest.raises(SummaryError, match=r"recommendations\[1\]"):
+        summarize(cycles, [[], "x", []])
