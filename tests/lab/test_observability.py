@@ -88,14 +88,15 @@ def prometheus(lab, tmp_path, daemons):
     if not PROMETHEUS:
         pytest.skip("Debian package prometheus not installed (make setup installs it)")
 
-    def start(extra_jobs=()):
+    def start(extra_jobs=(), hosts=None):
         # Only the textfile collector (collect[]), every 5 s: a full node_exporter scrape of six TCG
         # guests every few seconds would load them more than the tests do.
         config = {"global": {"scrape_interval": "5s", "scrape_timeout": "4s"},
                   "scrape_configs": [{"job_name": "fleetnap-lab", "params": {"collect[]": ["textfile"]},
                                       "static_configs": [{"targets": [v["fleetnap_metrics_address"]],
                                                           "labels": {"host": name}}
-                                                         for name, v in lab_hosts().items()]}] + list(extra_jobs)}
+                                                         for name, v in lab_hosts().items()
+                                                         if hosts is None or name in hosts]}] + list(extra_jobs)}
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         port = free_port()
         base = "http://127.0.0.1:%d" % port
@@ -116,18 +117,22 @@ def wait_for(base, expr, count, timeout=90, want=None):
         time.sleep(2)
 
 
+# Two guests of different racks and gear groups: the guests are identical, and the role and two
+# profile runs on all six TCG guests cost this test eight minutes of a CI run (the role's own
+# idempotence and what it leaves on a guest are molecule's node_exporter scenario, verified there
+# by testinfra).
+OBSERVED = ("lab1", "lab6")
+
+
 def test_node_exporter_role_and_prometheus_see_fleetnap_metrics(lab, prometheus, tmp_path):
-    hosts = sorted(lab.hosts)
+    hosts = sorted(OBSERVED)
+    assert set(hosts) <= set(lab.hosts)
     first = hosts[0]
+    targets = ("-e", "fleetnap_targets=%s" % ",".join(hosts))
     # One collection costs a TCG guest ~3.5 s of CPU (about 50 ms on hardware): every 60 s here.
     interval = ("-e", "node_exporter_residency_interval_s=60")
-    proc = playbook("node_exporter.yml", *interval)
+    proc = playbook("node_exporter.yml", *targets, *interval)
     assert proc.returncode == 0, why(proc)
-    # Idempotent: a second run changes nothing (on one guest: they are identical, and one run of
-    # the role costs six TCG guests about four minutes).
-    again = playbook("node_exporter.yml", "-e", "fleetnap_targets=%s" % first, *interval)
-    recap = [line for line in again.stdout.splitlines() if line.startswith(first + " ")]
-    assert again.returncode == 0 and len(recap) == 1 and " changed=0 " in recap[0], again.stdout[-2000:]
     # The residency collector runs from its systemd timer on every guest (systemd runs there).
     cstates = {}
     for h in hosts:
@@ -143,11 +148,11 @@ def test_node_exporter_role_and_prometheus_see_fleetnap_metrics(lab, prometheus,
     # The profile may mask the sleep targets (no resume measurement within budget), which later
     # tests that suspend guests must not inherit: undo it afterwards, whatever happens.
     try:
-        proc = playbook("apply_profile.yml", "-e", "fleetnap_artifacts_dir=%s" % tmp_path)
+        proc = playbook("apply_profile.yml", *targets, "-e", "fleetnap_artifacts_dir=%s" % tmp_path)
         assert proc.returncode == 0, why(proc)
         _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates)
     finally:
-        undo = playbook("apply_profile.yml", "-e", "fleetnap_profile_state=absent",
+        undo = playbook("apply_profile.yml", *targets, "-e", "fleetnap_profile_state=absent",
                         "-e", "fleetnap_artifacts_dir=%s" % (tmp_path / "undo"))
     assert undo.returncode == 0, why(undo)
 def _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates):
@@ -156,7 +161,7 @@ def _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates):
         proc = playbook("measure_resume.yml", "-e", "fleetnap_targets=%s" % first, "-e", "measure_resume_cycles=1",
                         "-e", "measure_resume_results_dir=%s" % (tmp_path / "resume"))
         assert proc.returncode == 0, why(proc)
-    prometheus = prometheus()
+    prometheus = prometheus(hosts=hosts)
     budgets = wait_for(prometheus, "fleetnap_cpuidle_budget_seconds", len(hosts))
     assert budgets == {h: pytest.approx(200e-6) for h in hosts}
     # The resume measurement's metrics agree with what was stored on the host.

@@ -41,3 +41,11 @@ def test_reference_data_is_tracked_with_its_provenance():
     assert {"%s/cpuidle/LICENSE" % rel, "%s/dmesg/LICENSE" % rel, "LICENSE"} <= tracked
     assert "GNU GENERAL PUBLIC LICENSE" in (REPO / "LICENSE").read_text()
     assert "Version 3" in (REPO / "LICENSE").read_text()
+
+
+def test_make_test_runs_every_molecule_scenario():
+    """A scenario directory that lab.mk's MOLECULE_SCENARIOS does not name would never run."""
+    import re
+    line = re.search(r"^MOLECULE_SCENARIOS := (.*)$", (REPO / "lab/lab.mk").read_text(), re.M)
+    scenarios = {p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml")}
+    assert line and set(line.group(1).split()) == scenarios
