@@ -35,7 +35,7 @@ def labctl(*args):
                    text=True, timeout=120)
 
 
-def test_three_cycles_on_every_guest(lab, restore, tmp_path):
+def test_two_cycles_on_every_guest(lab, restore, tmp_path):
     results = tmp_path / "resume"
     hosts = sorted(lab.hosts)
     restore.extend(hosts)  # whatever happens, every guest is running again afterwards
@@ -44,7 +44,7 @@ def test_three_cycles_on_every_guest(lab, restore, tmp_path):
     # A host whose sleep policy allows only s2idle is still measured in S3, and put back.
     lab.ssh("lab2", "echo s2idle > /sys/power/mem_sleep")
     try:
-        _three_cycles(lab, hosts, results, tmp_path)
+        _two_cycles(lab, hosts, results, tmp_path)
     finally:
         # The lab's own selection (deep) for the suites that follow, whatever failed above: the
         # gear-shift suite rightly refuses to suspend a host whose policy selected s2idle. lab1's
@@ -57,14 +57,14 @@ def test_three_cycles_on_every_guest(lab, restore, tmp_path):
     assert lab.ssh("lab1", "cat /sys/power/mem_sleep").stdout.strip() == "s2idle [deep]"
 
 
-def _three_cycles(lab, hosts, results, tmp_path):
-    proc = playbook("measure_resume.yml", "-e", "measure_resume_cycles=3",
+def _two_cycles(lab, hosts, results, tmp_path):
+    proc = playbook("measure_resume.yml", "-e", "measure_resume_cycles=2",
                     "-e", "measure_resume_results_dir=%s" % results)
     assert proc.returncode == 0, why(proc)
     summary = json.loads((results / "summary.json").read_text())
     assert summary["failed"] == [] and sorted(s["host"] for s in summary["hosts"]) == hosts
     for s in summary["hosts"]:
-        assert s["cycles"] == 3 and s["mem_sleep"] == "deep"
+        assert s["cycles"] == 2 and s["mem_sleep"] == "deep"
         # A QEMU guest resumes in tens to hundreds of ms; the network takes longer than the kernel.
         assert 1 < s["resume_kernel_median_ms"] <= s["resume_kernel_worst_ms"] < 5000
         assert s["resume_end_to_end_worst_ms"] > s["resume_kernel_worst_ms"]
@@ -75,9 +75,13 @@ def _three_cycles(lab, hosts, results, tmp_path):
         # The report carries the PowerNap advice at the measured resume, with its curves.
         assert s["powernap"]["advice"] in ("sleep", "stay-awake") and "resume" in s["powernap"]["reason"]
         assert (results / s["host"] / "powernap.svg").read_text().lstrip().startswith(("<svg", "<?xml"))
-        cycles = [json.loads((results / s["host"] / ("cycle-%d.json" % n)).read_text()) for n in (1, 2, 3)]
+        cycles = [json.loads((results / s["host"] / ("cycle-%d.json" % n)).read_text()) for n in (1, 2)]
         assert s["slowest"][0]["duration_ms"] == max(c["slowest"][0]["duration_ms"] for c in cycles)
-        for n, cycle in zip((1, 2, 3), cycles):
+        # Two cycles: the median is the mean of the two (it was the worse one), the worst the worse.
+        kernel = [c["resume_ms"] for c in cycles]
+        assert s["resume_kernel_median_ms"] == pytest.approx(sum(kernel) / 2, abs=1e-3)
+        assert s["resume_kernel_worst_ms"] == max(kernel)
+        for n, cycle in zip((1, 2), cycles):
             assert cycle["resume_ms"] > 0 and set(cycle["phases"]) >= {"suspend_prepare", "resume_complete"}
             log = (results / s["host"] / ("cycle-%d.log" % n)).read_text()
             assert "PM: suspend entry (deep)" in log and "PM: suspend exit" in log
@@ -92,7 +96,7 @@ def _three_cycles(lab, hosts, results, tmp_path):
         fact = json.loads(lab.ssh(name, "cat /etc/ansible/facts.d/fleetnap.fact").stdout)
         mine = next(s for s in summary["hosts"] if s["host"] == name)
         assert fact["resume"]["kernel_ms"] == mine["resume_kernel_worst_ms"]
-        assert fact["resume"]["cycles"] == 3
+        assert fact["resume"]["cycles"] == 2
         prom = lab.ssh(name, "cat /var/lib/prometheus/node-exporter/fleetnap_resume.prom").stdout
         assert "# TYPE fleetnap_resume_kernel_seconds gauge" in prom
         assert 'fleetnap_resume_end_to_end_seconds{stat="max"}' in prom
