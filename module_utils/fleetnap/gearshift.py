@@ -96,9 +96,9 @@ def _check_hosts(hosts, replicas):
                              % (name, method, ", ".join(DOWN_METHODS)))
         methods = h.get("up_methods") or []
         bad = [m for m in methods if m not in UP_METHODS] if isinstance(methods, list) else [methods]
-        if not methods or bad:
-            raise ShiftError("host %s: wake methods %r must be a non-empty list of %s (fleetnap_power_methods)"
-                             % (name, methods, ", ".join(UP_METHODS)))
+        if not methods or bad or len(set(methods)) != len(methods):
+            raise ShiftError("host %s: wake methods %r must be a non-empty list of %s, each once "
+                             "(fleetnap_power_methods)" % (name, methods, ", ".join(UP_METHODS)))
         seen.add(group)
     empty = [g for g in range(1, replicas + 1) if g not in seen]
     if empty:

@@ -314,6 +314,8 @@ GEAR_SHIFT_PLAN = [
     ("host a list", dict(GS, hosts=dict(HOSTS, lab1=[1, 2])), "host lab1: expected a dict"),
     ("up_methods a string", dict(GS, hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], up_methods="wol"))),
      "host lab1: wake methods 'wol' must be a non-empty list"),
+    ("up_methods twice", dict(GS, hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], up_methods=["wol", "wol"]))),
+     "host lab1: wake methods ['wol', 'wol'] must be a non-empty list of wol, ipmi, each once"),
     ("state_file relative", dict(GS, state_file="state.json"), "option state_file: must be an absolute path"),
     ("state_file with ..", dict(GS, state_file="{tmp}/../state.json"), "option state_file: '..' is not allowed"),
     ("state_file a directory", dict(GS, state_file="{tmp}"), "state file {tmp} is unreadable"),

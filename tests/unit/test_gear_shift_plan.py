@@ -141,6 +141,7 @@ def test_state_from_ssh_and_bmc_fields():
     (lambda h: h["lab3"].update(down_method="halt"), "host lab3: down method 'halt'"),
     (lambda h: h["lab4"].update(up_methods=["pxe"]), "host lab4: wake methods"),
     (lambda h: h["lab5"].update(up_methods=[]), "host lab5: wake methods"),
+    (lambda h: h["lab6"].update(up_methods=["wol", "wol"]), "host lab6: wake methods"),
     (lambda h: [h.pop(n) for n in ("lab3", "lab6")], r"gear group\(s\) \[3\] have no host"),
     (lambda h: h["lab1"].pop("state"), "host lab1: give state, or ssh"),
 ])
