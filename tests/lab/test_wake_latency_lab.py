@@ -36,13 +36,13 @@ def test_measure_wake_latency_on_guests_without_cpuidle(lab, tmp_path):
     results = tmp_path / "wake"
     try:
         # the plan first: check mode measures and writes nothing
-        proc = playbook("measure_wake_latency.yml", "--check", "-e", "fleetnap_results_dir=%s" % results)
+        proc = playbook("measure_wake_latency.yml", "--check", "-e", "wake_latency_measure_results_dir=%s" % results)
         assert proc.returncode == 0, why(proc)
         assert "the idle-loop baseline only (no cpuidle driver)" in proc.stdout
         assert not results.exists()
 
-        proc = playbook("measure_wake_latency.yml", "-e", "wake_latency_loops=300",
-                        "-e", "fleetnap_results_dir=%s" % results)
+        proc = playbook("measure_wake_latency.yml", "-e", "wake_latency_measure_loops=300",
+                        "-e", "wake_latency_measure_results_dir=%s" % results)
         assert proc.returncode == 0, why(proc)
         assert "failed=0" in proc.stdout and "unreachable=0" in proc.stdout
         for h in hosts:

@@ -204,8 +204,8 @@ def test_playbook_stores_results_and_merges_the_fact_file(tmp_path, saved_knobs,
     FACT.write_text(json.dumps({"resume": {"end_to_end_ms": 812.5}, "wake_latency_us": {"C9": 1.0}}))
     results = tmp_path / "results"
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-e", "fleetnap_results_dir=%s" % results,
-           "-e", "wake_latency_loops=300", "-e", "wake_latency_metrics_dir=%s" % (tmp_path / "prom"),
+           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-e", "wake_latency_measure_results_dir=%s" % results,
+           "-e", "wake_latency_measure_loops=300", "-e", "wake_latency_measure_metrics_dir=%s" % (tmp_path / "prom"),
            str(REPO / "playbooks/measure_wake_latency.yml")]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)

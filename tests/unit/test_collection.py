@@ -183,6 +183,23 @@ def test_ansible_doc_renders_every_module(built):
     assert sorted(json.loads(listing.stdout)) == names
 
 
+def test_ansible_doc_shows_every_roles_arguments(built):
+    """Each role's meta/argument_specs.yml is its contract: ansible-doc -t role shows every option
+    with a description (what AWX surveys and collection users read)."""
+    roles = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
+    for role in roles:
+        spec = yaml.safe_load((REPO / "roles" / role / "meta/argument_specs.yml").read_text())
+        options = spec["argument_specs"]["main"]["options"]
+        assert options and all(name.startswith(role + "_") for name in options), (role, sorted(options))
+        proc = _run([VENV_BIN / "ansible-doc", "-t", "role", "--json", "%s.%s" % (FQ, role)], built["env"],
+                    built["base"])
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)["%s.%s" % (FQ, role)]["entry_points"]["main"]
+        assert doc["short_description"], role
+        assert set(doc["options"]) == set(options), role
+        assert all(o.get("description") for o in doc["options"].values()), role
+
+
 def test_every_collection_playbook_parses(built):
     """All collection playbooks by FQCN; --syntax-check resolves every module and role they name."""
     names = ["%s.%s" % (FQ, p.stem) for p in sorted((REPO / "playbooks").glob("*.yml"))]
