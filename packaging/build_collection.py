@@ -14,8 +14,9 @@ collection tree from those sources:
   ``include_role``/``import_role`` of one of its roles rewritten to the fully qualified name
   ``fleetnap.power.NAME``. The rewrite edits only those scalars, at the positions the YAML parser
   reports, so comments and layout stay as written;
-- the modules' documentation: ``M(name)`` and ``seealso`` entries of sibling modules become
-  ``fleetnap.power.name`` (collection docs need fully qualified names);
+- the modules' documentation and the roles' ``meta/argument_specs.yml``: ``M(name)`` and
+  ``seealso`` entries of sibling modules become ``fleetnap.power.name`` (collection docs need
+  fully qualified names);
 - ``LICENSE`` from the repository root, ``tests/sanity/ignore-*.txt`` from ``packaging/sanity/``
   (ansible-test's exceptions, each with its reason); ``galaxy.yml``, ``meta/runtime.yml``, ``meta/execution-environment.yml`` and ``bindep.txt``,
   ``CHANGELOG.md`` from ``packaging/`` (the version is set in galaxy.yml, once),
@@ -357,6 +358,12 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
         # meta, vars) is data and is copied as it is.
         edits += copy_tree_rewriting(role, out / "roles" / role.name, rewriter,
                                      lambda rel: "tasks" if rel.parts[0] in ("tasks", "handlers") else None)
+        # The role's documentation names sibling modules as M(name): fully qualified, as for modules.
+        spec = out / "roles" / role.name / "meta" / "argument_specs.yml"
+        if spec.exists():
+            text, n = rewrite_doc_refs(spec.read_text(), prefix, modules)
+            spec.write_text(text)
+            doc_refs += n
         info = (yaml.safe_load((role / "meta" / "main.yml").read_text()) or {}).get("galaxy_info", {}) \
             if (role / "meta" / "main.yml").exists() else {}
         role_docs[role.name] = str(info.get("description", "")).strip()
