@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from labtools import why
+from promtools import NODE_EXPORTER, free_port, query, wait_for
 
 from ansible.module_utils.fleetnap.gear import groups_for
 
@@ -145,9 +146,22 @@ def assert_no_red(proc):
     assert not red, "\n".join(red[:20])
 
 
-def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path):
+def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path, prometheus, daemons):
+    """3 -> 1 by S3 and back by Wake-on-LAN. The shifts write their metrics where a node_exporter
+    on the controller reads them (fleetnap_controller_metrics_dir; Debian's binary on a free
+    loopback port, as playbooks/node_exporter.yml's controller play configures it), and a real
+    Prometheus scraping it shows the gear, every host's power state and the result."""
     lab = all_running
     sd = tmp_path / "gear"
+    assert NODE_EXPORTER, "Debian package prometheus-node-exporter missing (make setup installs it)"
+    ctl = tmp_path / "controller-metrics"
+    ctl.mkdir()
+    port = free_port()
+    daemons("node-exporter", [NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % port,
+                              "--collector.disable-defaults", "--collector.textfile",
+                              "--collector.textfile.directory=%s" % ctl], "http://127.0.0.1:%d/metrics" % port)
+    prom = prometheus([{"job_name": "fleetnap-controller", "static_configs": [
+        {"targets": ["127.0.0.1:%d" % port], "labels": {"role": "controller"}}]}], hosts=())
     on1, off1 = today_groups(1)
     down = hosts_in(lab, off1)
     stay = hosts_in(lab, on1)
@@ -157,7 +171,8 @@ def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path):
             "- name: %s hook\n  ansible.builtin.shell: echo \"$(date +%%s.%%N) %s {{ inventory_hostname }}\" >> %s\n"
             "  delegate_to: localhost\n  changed_when: true\n" % (kind, kind, hooks))
     hook_args = ["-e", "gear_drain_tasks=%s" % (tmp_path / "drain.yml"),
-                 "-e", "gear_undrain_tasks=%s" % (tmp_path / "undrain.yml")]
+                 "-e", "gear_undrain_tasks=%s" % (tmp_path / "undrain.yml"),
+                 "-e", "fleetnap_controller_metrics_dir=%s" % ctl]
     # The hosts that sleep run fleetnap's own sleep policy, what an operator has after
     # apply_profile: half of them S3 allowed (systemd 252 refused to suspend under the drop-in
     # fleetnap wrote before: SuspendMode=deep goes to /sys/power/disk there), the other half
@@ -169,7 +184,7 @@ def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path):
         proc = sleep_policy(hosts, "allow=%s" % allow)
         assert proc.returncode == 0, why(proc)
     try:
-        _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap)
+        _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, (ctl, prom))
     finally:
         _restore_all(lab)
         undo = sleep_policy(down, "state=absent")
@@ -178,7 +193,8 @@ POLICY = ("cat /etc/systemd/sleep.conf.d/fleetnap.conf /sys/power/mem_sleep; "
           "ls /run/systemd/sleep.conf.d /run/fleetnap 2>&1 || true")
 
 
-def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap):
+def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, controller):
+    ctl, prom = controller
     policy = {}
     for name in down:
         policy[name] = lab.ssh(name, POLICY).stdout
@@ -207,10 +223,17 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap):
         assert power_of(lab, name) == "suspended" and st["hosts"][name]["state"] == "asleep"
     for name in stay:
         assert power_of(lab, name) == "running" and st["hosts"][name]["state"] == "on"
-    prom = metrics(sd)
-    assert "fleetnap_gear 1" in prom.splitlines() and 'fleetnap_gear_shift_last_result{result="ok"} 1' in prom
-    assert 'fleetnap_host_power_state{host="%s",state="asleep"} 1' % down[0] in prom
-    assert 'fleetnap_host_power_state{host="%s",state="on"} 1' % stay[0] in prom
+    text = (ctl / "fleetnap_gear.prom").read_text()
+    assert not (sd / "metrics").exists()            # the controller's directory, not the state dir's
+    assert "fleetnap_gear 1" in text.splitlines() and 'fleetnap_gear_shift_last_result{result="ok"} 1' in text
+    # ... and what Prometheus reads from the controller's node_exporter
+    job = '{job="fleetnap-controller"}'
+    assert wait_for(prom, "fleetnap_gear" + job, 1, want={None: 1.0}) == {None: 1.0}
+    asleep = wait_for(prom, 'fleetnap_host_power_state{job="fleetnap-controller",state="asleep"}', len(ALL))
+    assert asleep == {h: (1.0 if h in down else 0.0) for h in ALL}
+    on = query(prom, 'fleetnap_host_power_state{job="fleetnap-controller",state="on"}')
+    assert on == {h: (0.0 if h in down else 1.0) for h in ALL}
+    assert query(prom, 'fleetnap_gear_shift_last_result{job="fleetnap-controller",result="ok"}') == {None: 1.0}
     assert not (sd / "shift.lock").exists()
     drained = [line.split()[2] for line in hooks.read_text().splitlines() if line.split()[1] == "drain"]
     assert sorted(drained) == down
@@ -248,6 +271,18 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap):
     assert [(h["gear"], h["result"]) for h in hist] == [(1, "ok"), (1, "ok"), (3, "ok")]
     assert all(hist[0]["power"][n] == "asleep" for n in down) and hist[0]["power"][stay[0]] == "on"
     assert set(hist[2]["power"].values()) == {"on"} and sorted(hist[2]["power"]) == ALL
+    # Prometheus: gear 3, every host on, the last result ok and nothing else, a plausible duration.
+    assert wait_for(prom, "fleetnap_gear" + job, 1, want={None: 3.0}) == {None: 3.0}
+    on = wait_for(prom, 'fleetnap_host_power_state{job="fleetnap-controller",state="on"}', len(ALL),
+                  want={h: 1.0 for h in ALL})
+    assert on == {h: 1.0 for h in ALL}
+    assert query(prom, 'sum(fleetnap_host_power_state{job="fleetnap-controller",state!="on"})') == {None: 0.0}
+    results = {r: query(prom, 'fleetnap_gear_shift_last_result{job="fleetnap-controller",result="%s"}' % r)
+               for r in ("ok", "degraded", "refused", "failed")}
+    assert results == {"ok": {None: 1.0}, "degraded": {None: 0.0}, "refused": {None: 0.0}, "failed": {None: 0.0}}
+    assert query(prom, "fleetnap_gear_target" + job) == {None: 3.0}
+    assert 0 < query(prom, "fleetnap_gear_shift_duration_seconds" + job)[None] < proc.wall_s
+    assert query(prom, 'node_textfile_scrape_error{job="fleetnap-controller"}') == {None: 0.0}
     lab.record_timing("gear_shift_s3_up_wall_seconds", round(proc.wall_s, 1))
 
 

@@ -1,120 +1,23 @@
-"""node_exporter on the guests and on the controller, and a real Prometheus scraping them.
+"""node_exporter on the guests and a real Prometheus scraping them.
 
 The guests' node_exporters (role node_exporter) export what fleetnap's modules write on the hosts:
 the latency gate's decision, the sleep policy, the resume measurement and the C-state residency
-collector the role installs with a systemd timer. A node_exporter on the controller (Debian's
-binary, started here on a free loopback port, as playbooks/node_exporter.yml's controller play
-would configure it) exports what gear_shift.yml writes on the controller: one real shift down by
-one gear and back up, and Prometheus shows the gear, every host's power state and the result.
+collector the role installs with a systemd timer. (The controller's node_exporter, exporting what
+gear_shift.yml writes there, is checked in test_gear_shift.py's S3/WoL cycle.)
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
-import time
-import urllib.parse
-import urllib.request
-from datetime import date
 
 import pytest
 
 from labtools import why
-import yaml
-
-from ansible.module_utils.fleetnap.gear import groups_for
-from test_measure_resume import INVENTORY, playbook
+from promtools import query, wait_for
+from test_measure_resume import playbook
 
 pytestmark = pytest.mark.lab
-PROMETHEUS = shutil.which("prometheus")
-NODE_EXPORTER = shutil.which("prometheus-node-exporter")
 RESIDENCY_FILE = "fleetnap_cstate_residency.prom"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def query(base, expr):
-    url = "%s/api/v1/query?%s" % (base, urllib.parse.urlencode({"query": expr}))
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        body = json.load(resp)
-    assert body["status"] == "success", body
-    return {r["metric"].get("host"): float(r["value"][1]) for r in body["data"]["result"]}
-
-
-def lab_hosts():
-    return yaml.safe_load((INVENTORY / "hosts.yml").read_text())["all"]["children"]["lab"]["hosts"]
-
-
-def wait_http(url, proc, log, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
-        time.sleep(0.5)
-
-
-@pytest.fixture
-def daemons(tmp_path):
-    """Start background daemons (Prometheus, node_exporter) on loopback; stopped after the test."""
-    procs = []
-
-    def start(name, argv, ready_url):
-        log_path = tmp_path / ("%s.log" % name)
-        log = open(log_path, "wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        procs.append((proc, log))
-        wait_http(ready_url, proc, log_path)
-    yield start
-    for proc, log in procs:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
-
-
-@pytest.fixture
-def prometheus(lab, tmp_path, daemons):
-    """A function that starts a real Prometheus scraping every guest's node_exporter (plus extra jobs)."""
-    if not PROMETHEUS:
-        pytest.skip("Debian package prometheus not installed (make setup installs it)")
-
-    def start(extra_jobs=(), hosts=None):
-        # Only the textfile collector (collect[]), every 5 s: a full node_exporter scrape of six TCG
-        # guests every few seconds would load them more than the tests do.
-        config = {"global": {"scrape_interval": "5s", "scrape_timeout": "4s"},
-                  "scrape_configs": [{"job_name": "fleetnap-lab", "params": {"collect[]": ["textfile"]},
-                                      "static_configs": [{"targets": [v["fleetnap_metrics_address"]],
-                                                          "labels": {"host": name}}
-                                                         for name, v in lab_hosts().items()
-                                                         if hosts is None or name in hosts]}] + list(extra_jobs)}
-        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = free_port()
-        base = "http://127.0.0.1:%d" % port
-        daemons("prometheus", [PROMETHEUS, "--config.file=%s" % (tmp_path / "prometheus.yml"),
-                               "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
-                               "--web.listen-address=127.0.0.1:%d" % port], base + "/-/ready")
-        return base
-    return start
-
-
-def wait_for(base, expr, count, timeout=90, want=None):
-    """Poll until the query has ``count`` series (and, with ``want``, exactly these values)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = query(base, expr)
-        if (len(got) >= count and (want is None or got == want)) or time.monotonic() > deadline:
-            return got
-        time.sleep(2)
 
 
 # Two guests of different racks and gear groups: the guests are identical, and the role and two
@@ -204,70 +107,3 @@ def _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates):
     # node_exporter's own view of the textfile directory: no parse errors.
     errors = wait_for(prometheus, "node_textfile_scrape_error", len(hosts))
     assert set(errors.values()) == {0.0}
-
-
-@pytest.fixture
-def all_back(lab):
-    """Every guest running again after the test, whatever a failed shift left behind."""
-    yield lab
-    time.sleep(2)
-    for name in sorted(lab.hosts):
-        lab.restore(name)
-
-
-def test_gear_metrics_from_the_controller_node_exporter(all_back, prometheus, daemons, tmp_path):
-    """One gear down and back up; Prometheus reads the controller's textfile directory."""
-    lab = all_back
-    if not NODE_EXPORTER:
-        pytest.skip("Debian package prometheus-node-exporter not installed (make setup installs it)")
-    hosts = sorted(lab.hosts)
-    metrics_dir = tmp_path / "controller-metrics"      # fleetnap_controller_metrics_dir
-    metrics_dir.mkdir()
-    port = free_port()
-    daemons("node-exporter", [NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % port,
-                              "--collector.disable-defaults", "--collector.textfile",
-                              "--collector.textfile.directory=%s" % metrics_dir],
-            "http://127.0.0.1:%d/metrics" % port)
-    base = prometheus([{"job_name": "fleetnap-controller", "static_configs": [
-        {"targets": ["127.0.0.1:%d" % port], "labels": {"role": "controller"}}]}])
-    ctl = '{job="fleetnap-controller"}'
-
-    on2, off2 = groups_for(2, 3, date.today())       # what gear_shift.yml picks for -e gear=2 today
-    inv = lab_hosts()
-    down = sorted(h for h in hosts if inv[h]["fleetnap_gear_group"] in off2)
-    assert down and len(down) < len(hosts)
-    # A generous SSH-greeting probe: TCG guests on a loaded machine can take seconds to greet.
-    common = ["-e", "gear_state_dir=%s" % (tmp_path / "gear"), "-e", "fleetnap_controller_metrics_dir=%s" % metrics_dir,
-              "-e", "gear_probe_timeout_s=20"]
-
-    t0 = time.monotonic()
-    proc = playbook("gear_shift.yml", "-e", "gear=2", *common)
-    down_s = time.monotonic() - t0
-    assert proc.returncode == 0, why(proc)
-    assert (metrics_dir / "fleetnap_gear.prom").exists() and not (tmp_path / "gear/metrics").exists()
-    assert wait_for(base, "fleetnap_gear" + ctl, 1, want={None: 2.0}) == {None: 2.0}
-    asleep = wait_for(base, 'fleetnap_host_power_state{job="fleetnap-controller",state="asleep"}', len(hosts))
-    assert asleep == {h: (1.0 if h in down else 0.0) for h in hosts}
-    on = query(base, 'fleetnap_host_power_state{job="fleetnap-controller",state="on"}')
-    assert on == {h: (0.0 if h in down else 1.0) for h in hosts}
-    assert query(base, 'fleetnap_gear_shift_last_result{job="fleetnap-controller",result="ok"}') == {None: 1.0}
-    for h in down:
-        assert lab.qmp_status(h) == "suspended", h
-
-    t0 = time.monotonic()
-    proc = playbook("gear_shift.yml", "-e", "gear=3", *common)
-    up_s = time.monotonic() - t0
-    assert proc.returncode == 0, why(proc)
-    assert wait_for(base, "fleetnap_gear" + ctl, 1, want={None: 3.0}) == {None: 3.0}
-    on = wait_for(base, 'fleetnap_host_power_state{job="fleetnap-controller",state="on"}', len(hosts),
-                  want={h: 1.0 for h in hosts})
-    assert on == {h: 1.0 for h in hosts}
-    assert query(base, 'sum(fleetnap_host_power_state{job="fleetnap-controller",state!="on"})') == {None: 0.0}
-    results = {r: query(base, 'fleetnap_gear_shift_last_result{job="fleetnap-controller",result="%s"}' % r)
-               for r in ("ok", "degraded", "refused", "failed")}
-    assert results == {"ok": {None: 1.0}, "degraded": {None: 0.0}, "refused": {None: 0.0}, "failed": {None: 0.0}}
-    assert query(base, "fleetnap_gear_target" + ctl) == {None: 3.0}
-    duration = query(base, "fleetnap_gear_shift_duration_seconds" + ctl)[None]
-    assert 0 < duration < up_s
-    assert query(base, 'node_textfile_scrape_error{job="fleetnap-controller"}') == {None: 0.0}
-    print("gear shift 3->2 %.1f s, 2->3 %.1f s (recorded %.1f s)" % (down_s, up_s, duration))
