@@ -23,6 +23,10 @@ description:
     restore them.
   - Warns when something else manages the same knobs (tuned, C(intel_idle.max_cstate),
     C(processor.max_cstate), C(idle=), C(cpuidle.off=1) on the kernel command line).
+  - Which module to call. This one gates the C-states alone. To apply a whole latency profile
+    (C-states and the system sleep state) call M(fleetnap_profile), one call per host, which is
+    what the C(latency_profile) role does; this module is for the C-states without a sleep
+    policy, and the role's PowerNap C(advise) path, which decides between reading and writing.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 options:

@@ -22,6 +22,10 @@ description:
   - Both parts are planned (read, validated, decided, writability checked) before anything is
     written, so bad input in either part fails and changes nothing. If the sleep part fails while
     writing, the C-state writes of the same call are rolled back.
+  - Which module to call. This one, to apply a latency profile, in one call per host (a Python start
+    on the host is what a fleet-wide apply costs). M(cpuidle_qos) and M(sleep_policy) are its two
+    halves for a host that needs only one of them; all three share the code and the originals
+    records under C(/var/lib/fleetnap).
 version_added: "0.2.0"
 author: fleetnap contributors (@fleetnap)
 options:

@@ -17,6 +17,9 @@ description:
     (for example the moment a wake was sent), which is the end-to-end resume time a user sees.
   - O(state=silent) waits until the host stops answering (gone to sleep or off).
   - Fails after O(timeout) seconds, naming the host and what was last seen.
+  - Why not C(ansible.builtin.wait_for). It waits for a port to open or close; a port that a NAT or
+    QEMU keeps open for a sleeping host never closes, and an open port is not an answer. This
+    module counts only a greeting, measures from O(since), and starts no Python on the host.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 options:

@@ -22,6 +22,10 @@ description:
   - Asking for a state the host does not offer fails and changes nothing.
   - The first change records the original mem_sleep choice and which targets were masked, so
     O(state=absent) restores them.
+  - Which module to call. This one sets the sleep state alone. To apply a whole latency profile
+    (C-states and the system sleep state) call M(fleetnap_profile), which decides the state from
+    the stored resume measurement; this module is for a sleep policy without a C-state gate, and
+    for the C(latency_profile) role's PowerNap C(advise) path.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 options:

@@ -17,8 +17,11 @@ description:
     datagram to a broadcast or unicast address, each packet O(repeat) times.
   - Validates every MAC and the password before the first packet is sent.
   - Sending is an action, so the module reports changed unless nothing would be sent.
-    It cannot know whether a host woke up; follow it with C(ansible.builtin.wait_for_connection).
+    It cannot know whether a host woke up; follow it with M(host_wait).
   - Runs on the controller or a host in the target's broadcast domain (C(delegate_to)).
+  - Why not C(community.general.wakeonlan). That sends to one MAC per call; this one sends a whole
+    batch of hosts' packets in one call (a gear shift's wave), with repeats and SecureOn, and
+    checks every MAC before the first packet leaves; fleetnap needs no other collection for it.
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
