@@ -52,6 +52,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bmc
+
 LAB_DIR = Path(__file__).resolve().parent
 REPO = LAB_DIR.parent
 STATE = Path(os.environ.get("LAB_STATE", LAB_DIR / "state")).resolve()
@@ -60,7 +62,7 @@ KNOWN_HOSTS = STATE / "known_hosts"
 INVENTORY_DIR = Path(os.environ.get("LAB_INVENTORY", REPO / "inventories" / "lab")).resolve()
 MIRROR = os.environ.get("LAB_MIRROR", "http://deb.debian.org/debian")
 SUITE = "bookworm"
-BMC_USER = "admin"
+BMC_USER = bmc.USER
 RACKS = 3
 GEAR_GROUPS = 3
 
@@ -696,11 +698,7 @@ def qemu_argv(host: dict, image: Path, cfg: dict) -> list[str]:
     ]
 
 
-BMC_EMU = """\
-mc_setbmc 0x20
-mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02
-mc_enable 0x20
-"""
+BMC_EMU = bmc.EMU
 
 
 def lan_conf(host: dict, argv: list[str], password: str) -> str:
@@ -709,29 +707,10 @@ def lan_conf(host: dict, argv: list[str], password: str) -> str:
             raise LabError("QEMU argument %r has a quote or shell character; ipmi_sim's "
                            "startcmd cannot carry it (move the lab to a plain path)" % arg)
     startcmd = " ".join("'%s'" % a if " " in a else a for a in argv)
-    return """\
-# %(name)s's BMC (ipmi_sim).  Written by lab/labctl.py; holds the admin password: mode 0600.
-name "%(name)s"
-set_working_mc 0x20
-  startlan 1
-    addr 127.0.0.1 %(bmc_port)d
-    priv_limit admin
-    allowed_auths_callback md5
-    allowed_auths_user md5
-    allowed_auths_operator md5
-    allowed_auths_admin md5
-    guid %(guid)s
-  endlan
-  serial 15 127.0.0.1 %(vm_port)d codec VM
-  startcmd "%(startcmd)s"
-  startnow false
-  # soft off: the guest gets the ACPI power button and 60 s to shut down, then SIGTERM
-  poweroff_wait 60
-  kill_wait 5
-  user 2 true "%(user)s" "%(password)s" admin 10 md5
-""" % {"name": host["name"], "bmc_port": host["bmc_port"], "vm_port": host["vm_port"],
-       "guid": hashlib.md5(host["name"].encode()).hexdigest(), "startcmd": startcmd,
-       "user": BMC_USER, "password": password}
+    return bmc.lan_conf(name=host["name"], addr="127.0.0.1", port=host["bmc_port"], vm_addr="127.0.0.1",
+                        vm_port=host["vm_port"], startcmd=startcmd, password=password, startnow=False,
+                        poweroff_wait=60, kill_wait=5, written_by="lab/labctl.py",
+                        comment="soft off: the guest gets the ACPI power button and 60 s to shut down, then SIGTERM")
 
 
 def ipmi_sim_alive(host: dict) -> int | None:
@@ -744,14 +723,7 @@ def qemu_alive(host: dict) -> int | None:
 
 def start_ipmi_sim(host: dict) -> int:
     d = Path(host["dir"])
-    (d / "ipmi").mkdir(exist_ok=True)
-    logf = open(d / "ipmi_sim.log", "ab")
-    proc = subprocess.Popen(
-        [need_bin("ipmi_sim", "openipmi"), "-n", "-p", "-c", str(d / "lan.conf"),
-         "-f", str(d / "bmc.emu"), "-s", str(d / "ipmi")],
-        stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=str(d),
-        start_new_session=True)
-    logf.close()
+    proc = bmc.start(d, need_bin("ipmi_sim", "openipmi"))
     (d / "ipmi_sim.pid").write_text("%d\n" % proc.pid)
     # ready when it answers on its LAN port
     end = time.monotonic() + 10

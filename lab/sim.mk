@@ -1,6 +1,6 @@
 # The fleet simulator (lab/sim.py).  Included by the top-level Makefile.
 #
-#   make sim-up       start SIM_HOSTS (default 100) simulated hosts: each its own network and
+#   make sim-up       start SIM_HOSTS (default 100) simulated hosts: each its own BMC, network and
 #                     mount namespace, sshd and captured machine; writes inventories/sim/hosts.yml
 #   make sim-down     remove every simulated host, namespace, veth, the bridge and their processes
 #   make sim-status   host, address, captured machine, sshd pid, SSH
@@ -8,7 +8,7 @@
 #   make bench-sim    the apply_profile benchmark on the simulator (ping floor, naive playbook)
 #   make test-sim     the simulator's own test (6 hosts on a separate subnet, own state dir)
 
-DEB_PACKAGES += openssh-server iproute2 util-linux
+DEB_PACKAGES += openssh-server iproute2 util-linux openipmi ipmitool
 
 SIM_HOSTS ?= 100
 export SIM_HOSTS

@@ -16,34 +16,39 @@ mount namespace, so playbooks run over real SSH against N different machines:
   capture is materialized once into ``<state>/machines/<machine>/cpu`` (``ro|`` files 0444,
   ``rw|`` files 0644, as sysfs shows them) plus its kernel command line.
 * isolation: ``ip netns exec`` + ``unshare --mount --propagation private`` give sshd a private
-  mount namespace in which a tmpfs holds per-host overlay upper layers:
-  ``/sys/devices/system/cpu`` = overlay(captured machine), ``/sys/power`` = overlay(a copy of
-  this kernel's /sys/power files -- so a simulated ``echo mem > /sys/power/state`` never
-  reaches the real kernel), and ``/etc``, ``/var``, ``/run``, ``/root`` = overlay(the real
-  directory), so whatever fleetnap writes on a host (``/etc/fleetnap``,
-  ``/etc/systemd/system``, ``/etc/ansible/facts.d``, ``/var/lib/fleetnap``, textfile metrics,
-  ...) is private to that host and vanishes with it.  ``/proc/cmdline`` shows the captured
-  machine's command line.  Nothing is written to the real /etc, /var or /sys.
-* sshd: Debian's ``openssh-server`` binary, one per host, ``-D`` (no daemon, its pid is the
-  one recorded), its own ed25519 host key, key-only root login with the simulator's key
-  (``<state>/id_ed25519``), ``MaxStartups``/``MaxSessions`` high enough for Ansible's
-  ControlPersist multiplexing, internal sftp.
+  mount namespace: ``/sys/devices/system/cpu`` = overlay(captured machine) and ``/sys/power``
+  = overlay(a kernel offering S3: ``freeze mem``, ``s2idle [deep]``) on a tmpfs fresh at each
+  boot, ``/etc``, ``/var``, ``/root`` = overlay(the real directory) whose upper layers are the
+  host's disk (``<host dir>/disk``, kept across power cycles, wiped by reset), ``/run`` a fresh
+  tmpfs. Whatever fleetnap writes on a host is private to it; ``/proc/cmdline`` shows the
+  captured machine's command line. Nothing is written to the real /etc, /var or /sys.
+* sshd: Debian's ``openssh-server`` binary, one per host, ``-D``, its own ed25519 host key,
+  key-only root login with the simulator's key (``<state>/id_ed25519``), ``MaxStartups``/
+  ``MaxSessions`` high enough for Ansible's ControlPersist multiplexing, internal sftp.
+* power: a real ``ipmi_sim`` BMC per host (lab/bmc.py) on the host's BMC address (the upper
+  half of the subnet, port 623; admin password in ``<state>/bmc-password``, 0600), whose
+  startcmd is lab/simhost.py: the host's power from power-on to power-off (BMC off/soft/reset,
+  suspend by the host's own write to /sys/power/state, wake by a magic packet to the subnet's
+  broadcast address naming the host's MAC, after the host's resume time). Each host's cgroup
+  (v2) holds its processes: frozen while it sleeps, killed at once at power off.
 
 Subcommands::
 
-    up [--hosts N]     start hosts 1..N (idempotent: running hosts are kept, extra ones stopped)
-                       and write <inventory>/hosts.yml (group ``sim``)
-    down               stop every process, namespace, veth and the bridge (also after a crash:
-                       everything is found again by name, not only from the state file)
-    status [--json]    host, address, machine, sshd pid, SSH answering
-    reset [HOST...]    restart hosts with pristine captured sysfs and empty /etc, /var layers
+    up [--hosts N]     start hosts 1..N and their BMCs (idempotent: running hosts are kept,
+                       extra ones stopped) and write <inventory>/hosts.yml (group ``sim``)
+    down               stop every BMC, process, namespace, veth and the bridge (also after a
+                       crash: everything is found again by name, not only from the state file)
+    status [--json]    host, address, machine, sshd pid, SSH answering, power, BMC, resume time
+    reset [HOST...]    restart hosts and their BMCs with pristine captured sysfs and empty disks
                        (benchmarks use it so every run does the same work)
+    fault HOST WHAT    drop-wol [N], hang, bmc-down, bmc-up (see fault())
     path HOST PATH     print PATH as HOST sees it (read through /proc/<sshd pid>/root)
 
 Options and environment (an option wins): ``--state``/``SIM_STATE`` (lab/sim-state),
 ``--inventory``/``SIM_INVENTORY`` (inventories/sim), ``--name``/``SIM_NAME`` (sim, at most 5
 letters/digits: it prefixes the namespaces, interfaces and inventory host names),
 ``--subnet``/``SIM_SUBNET`` (10.251.0.0/16), ``--hosts``/``SIM_HOSTS`` (100),
+``--resume``/``SIM_RESUME`` (loguniform:0.05:11 seconds; fixed:S, uniform:A:B),
 ``SIM_MACHINES`` (comma-separated capture names; default all).  Root only (namespaces, mounts).  Standard library only (Python 3.11).
 """
 
@@ -52,18 +57,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import ipaddress
 import json
+import math
 import os
+import random
 import re
+import secrets
 import shutil
 import signal
 import socket
+import string
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import bmc
+import simhost
 
 LAB_DIR = Path(__file__).resolve().parent
 REPO = LAB_DIR.parent
@@ -71,9 +84,23 @@ CPUIDLE_DATA = REPO / "tests" / "data" / "cpuidle"
 SSHD = "/usr/sbin/sshd"
 CPU_DIR = "/sys/devices/system/cpu"
 POWER_DIR = "/sys/power"
-# Real directories each host sees through its own writable overlay layer.
-OVERLAID = ("/etc", "/var", "/run", "/root")
+# Real directories each host sees through its own writable overlay layer: its disk, kept in
+# <host dir>/disk across power cycles (sim reset wipes it). /run is a fresh tmpfs at each boot.
+OVERLAID = ("/etc", "/var", "/root")
 READY_TIMEOUT = 60.0
+SIMHOST = LAB_DIR / "simhost.py"
+VM_PORT = 9002           # each BMC's VM port, on the BMC's own address
+WOL_PORT = 9
+# What every simulated host's kernel offers for sleep (lab/simhost.py watches the state file).
+POWER_FILES = {"state": "freeze mem\n", "mem_sleep": "s2idle [deep]\n",
+               "disk": "[platform] shutdown reboot suspend test_resume\n",
+               "pm_async": "1\n", "pm_freeze_timeout": "20000\n", "pm_print_times": "0\n",
+               "pm_debug_messages": "0\n", "wakeup_count": "0\n"}
+POWER_VERSION = "2"
+# Resume time of each host (seconds), drawn once per host: the sources measured 50 ms
+# (a Chromebook without its slow devices) to 11.6 s (a disk resumed synchronously).
+DEFAULT_RESUME = "loguniform:0.05:11"
+RACK_SIZE = 12
 # The capture format version: bump to re-materialize the machine templates.
 TEMPLATE_VERSION = "1"
 
@@ -101,7 +128,7 @@ def run(cmd, check=True, **kw) -> subprocess.CompletedProcess:
 # ---------------------------------------------------------------------------------------------
 
 class Settings:
-    def __init__(self, state=None, inventory=None, name=None, subnet=None):
+    def __init__(self, state=None, inventory=None, name=None, subnet=None, resume=None):
         self.state = Path(state or os.environ.get("SIM_STATE") or LAB_DIR / "sim-state").resolve()
         self.inventory = Path(inventory or os.environ.get("SIM_INVENTORY")
                               or REPO / "inventories" / "sim").resolve()
@@ -119,13 +146,19 @@ class Settings:
             raise SimError("subnet %s is not a private network; use one from 10.0.0.0/8, "
                            "172.16.0.0/12 or 192.168.0.0/16 that this machine does not route" % self.subnet)
         self.bridge = "fn%sbr" % self.name
+        self.resume_text = resume or os.environ.get("SIM_RESUME") or DEFAULT_RESUME
+        self.resume = parse_resume(self.resume_text)
+        self.broadcast = str(self.subnet.broadcast_address)
+        self.password_file = self.state / "bmc-password"
         self.table_path = self.state / "sim.json"
         self.key = self.state / "id_ed25519"
 
     def max_hosts(self) -> int:
-        return self.subnet.num_addresses - 3      # network, bridge, broadcast
+        # hosts in the lower half (network, bridge, hosts), their BMCs in the upper half
+        return self.subnet.num_addresses // 2 - 2
 
     def host(self, i: int, machines: list[str]) -> dict:
+        ip = self.subnet.network_address + 1 + i
         return {
             "index": i,
             "name": "%s%d" % (self.name, i),
@@ -134,7 +167,41 @@ class Settings:
             "ip": str(self.subnet.network_address + 1 + i),
             "machine": machines[(i - 1) % len(machines)],
             "dir": str(self.state / "hosts" / ("%s%d" % (self.name, i))),
+            "mac": "02:fe:" + ":".join("%02x" % b for b in ip.packed),
+            "bmc_ip": str(self.subnet.network_address + self.subnet.num_addresses // 2 + i),
+            "rack": "rack%d" % ((i - 1) // RACK_SIZE + 1),
+            "gear_group": (i - 1) % 3 + 1,
+            "resume_s": self.resume(self.name, i),
         }
+
+
+def parse_resume(text: str):
+    """SIM_RESUME -> f(sim name, host index) = that host's resume time in seconds (the same
+    every run). fixed:S, uniform:A:B or loguniform:A:B, 0 <= A <= B <= 600."""
+    parts = text.split(":")
+    try:
+        nums = [float(p) for p in parts[1:]]
+    except ValueError:
+        nums = []
+    kind = parts[0]
+    ok = (kind == "fixed" and len(nums) == 1) or (kind in ("uniform", "loguniform") and len(nums) == 2)
+    if ok:
+        ok = all(0 <= n <= 600 for n in nums) and (len(nums) == 1 or nums[0] <= nums[1])
+        if kind == "loguniform" and ok:
+            ok = nums[0] > 0
+    if not ok:
+        raise SimError("resume distribution %r: use fixed:S, uniform:A:B or loguniform:A:B in seconds "
+                       "(0 <= A <= B <= 600; A > 0 for loguniform), e.g. %s" % (text, DEFAULT_RESUME))
+
+    def draw(name: str, i: int) -> float:
+        seed = int(hashlib.sha256(("%s/%d/%s" % (name, i, text)).encode()).hexdigest()[:16], 16)
+        rng = random.Random(seed)
+        if kind == "fixed":
+            return round(nums[0], 3)
+        if kind == "uniform":
+            return round(rng.uniform(nums[0], nums[1]), 3)
+        return round(math.exp(rng.uniform(math.log(nums[0]), math.log(nums[1]))), 3)
+    return draw
 
 
 def machine_names() -> list[str]:
@@ -161,7 +228,8 @@ def need_root_and_tools() -> None:
     if os.geteuid() != 0:
         raise SimError("the simulator needs root (network and mount namespaces): run it with sudo")
     for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("nsenter", "util-linux"),
-                          ("mount", "mount"), ("ssh-keygen", "openssh-client")):
+                          ("mount", "mount"), ("ssh-keygen", "openssh-client"),
+                          ("ipmi_sim", "openipmi")):
         if not shutil.which(tool):
             raise SimError("%s not found: apt-get install %s" % (tool, package))
     if not os.access(SSHD, os.X_OK):
@@ -234,21 +302,19 @@ def materialize(machine: str, dest: Path) -> Path:
 
 
 def power_template(cfg: Settings) -> Path:
-    """A copy of this kernel's /sys/power files: what every simulated host offers for sleep."""
+    """The /sys/power every simulated host starts with: a kernel offering S3 (mem, deep) and
+    suspend to idle, whatever the kernel running the simulator offers (often nothing)."""
     dest = cfg.state / "power"
-    if (dest / ".complete").exists():
+    stamp = dest / ".complete"
+    if stamp.exists() and stamp.read_text() == POWER_VERSION:
         return dest
-    dest.mkdir(parents=True, exist_ok=True)
-    for entry in sorted(Path(POWER_DIR).iterdir()) if Path(POWER_DIR).is_dir() else []:
-        if not entry.is_file():
-            continue
-        try:
-            value = entry.read_text()
-        except OSError:          # write-only or unreadable attributes (e.g. wakeup_count blocks)
-            continue
-        (dest / entry.name).write_text(value)
-        (dest / entry.name).chmod(entry.stat().st_mode & 0o777)
-    (dest / ".complete").write_text("1")
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for name, value in POWER_FILES.items():
+        (dest / name).write_text(value)
+        (dest / name).chmod(0o644)
+    stamp.write_text(POWER_VERSION)
     return dest
 
 
@@ -281,22 +347,26 @@ def sshd_config(cfg: Settings, h: dict) -> str:
 
 
 def start_script(cfg: Settings, h: dict) -> str:
-    """Runs inside the host's namespaces: private layers, then exec sshd (its pid is ours)."""
+    """Runs inside the host's namespaces at each power-on (lab/simhost.py starts it): private
+    layers, then exec sshd (its pid is the one simhost records). The sysfs layers and /run are
+    fresh at every boot; /etc, /var and /root are the host's disk (<host dir>/disk)."""
     m = cfg.state / "machines" / h["machine"]
     lines = [
         "#!/bin/sh",
         "# Written by lab/sim.py for %s: mounts private to this host, then sshd." % h["name"],
         "set -eu",
         "L=%s/layers" % h["dir"],
+        "D=%s/disk" % h["dir"],
         "mount -t tmpfs -o mode=0700,size=256m fleetnap-sim-%s \"$L\"" % h["name"],
     ]
-    layers = [("cpu", str(m / "cpu"), CPU_DIR), ("power", str(cfg.state / "power"), POWER_DIR)]
-    layers += [(d.strip("/"), d, d) for d in OVERLAID if os.path.isdir(d)]
-    for tag, lower, target in layers:
-        lines.append("mkdir \"$L/%s\" \"$L/%s/u\" \"$L/%s/w\"" % (tag, tag, tag))
-        lines.append("mount -t overlay fleetnap-sim -o lowerdir=%s,upperdir=\"$L/%s/u\",workdir=\"$L/%s/w\" %s"
-                     % (lower, tag, tag, target))
+    layers = [("cpu", str(m / "cpu"), CPU_DIR, "$L"), ("power", str(cfg.state / "power"), POWER_DIR, "$L")]
+    layers += [(d.strip("/"), d, d, "$D") for d in OVERLAID if os.path.isdir(d)]
+    for tag, lower, target, base in layers:
+        lines.append("mkdir -p \"%s/%s/u\" \"%s/%s/w\"" % (base, tag, base, tag))
+        lines.append("mount -t overlay fleetnap-sim -o lowerdir=%s,upperdir=\"%s/%s/u\",workdir=\"%s/%s/w\" %s"
+                     % (lower, base, tag, base, tag, target))
     lines += [
+        "mount -t tmpfs -o mode=0755,size=64m fleetnap-sim-run /run",
         "mkdir -p /run/sshd",
         "mount --bind -o ro %s/cmdline /proc/cmdline" % m,
         "ip link set lo up",
@@ -317,9 +387,17 @@ def proc_state(pid: int) -> str | None:
         return None
 
 
+def recorded_sshd_pid(h: dict) -> int | None:
+    """The pid simhost recorded for the host's sshd at its last power-on."""
+    try:
+        return int((Path(h["dir"]) / "sshd.pid").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def sshd_alive(h: dict) -> int | None:
     """The recorded sshd pid if it is alive and still this host's sshd."""
-    pid = h.get("pid")
+    pid = recorded_sshd_pid(h)
     if not pid or proc_state(pid) in (None, "Z"):
         return None
     try:
@@ -363,19 +441,79 @@ def kill_pids(pids: list[int], timeout: float = 5.0) -> None:
         raise SimError("processes %s did not exit after SIGKILL" % pids)
 
 
-def stop_host_processes(hosts: list[dict]) -> None:
-    """Every process in the hosts' network namespaces (sshd, its sessions, module runs)."""
-    pids = set()
-    for h in hosts:
+def our_processes(cfg: Settings, hosts: list[dict] | None = None) -> dict[str, list[int]]:
+    """{'ipmi_sim': [...], 'simhost': [...], 'sshd': [...]}: this simulator's BMCs, power
+    programs and sshds (of the given hosts, or all), found by their host directory in their
+    command line, so also after a crash that lost the state file."""
+    dirs = [h["dir"] for h in hosts] if hosts is not None else [str(cfg.state / "hosts")]
+    found: dict[str, list[int]] = {"ipmi_sim": [], "simhost": [], "sshd": []}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            argv = (p / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        # an argument that is one of the directories or a path under it (simhost.py HOST_DIR,
+        # ipmi_sim -c HOST_DIR/lan.conf, sshd -f HOST_DIR/sshd_config)
+        if not any(a == d or a.startswith(d + "/") for a in argv for d in dirs) \
+                or proc_state(int(p.name)) in (None, "Z"):
+            continue
+        prog = os.path.basename(argv[0])
+        if prog == "ipmi_sim":
+            found["ipmi_sim"].append(int(p.name))
+        elif len(argv) > 1 and argv[1].endswith("simhost.py"):
+            found["simhost"].append(int(p.name))
+        elif "sshd" in prog:
+            found["sshd"].append(int(p.name))
+    return found
+
+
+def host_cgroup(cfg: Settings, h: dict | None = None) -> Path | None:
+    try:
+        root = simhost.cgroup2_root()
+    except SystemExit:
+        return None
+    base = root / "fleetnap-sim" / cfg.name
+    return base / h["name"] if h else base
+
+
+def remove_cgroups(cfg: Settings) -> None:
+    base = host_cgroup(cfg)
+    if base is None or not base.is_dir():
+        return
+    for d in sorted(base.iterdir(), reverse=True):
+        if d.is_dir():
+            with contextlib.suppress(OSError):
+                (d / "cgroup.kill").write_text("1")
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+                if not d.exists():
+                    break
+                time.sleep(0.05)
+    with contextlib.suppress(OSError):
+        base.rmdir()
+
+
+def stop_host_processes(cfg: Settings, hosts: list[dict] | None) -> int:
+    """The hosts' BMCs first (so none powers a host on again), then their power programs (each
+    powers its host off: every process of the host at once), then whatever is left in their
+    network namespaces. Returns how many processes were stopped."""
+    procs = our_processes(cfg, hosts)
+    kill_pids(procs["ipmi_sim"])
+    kill_pids(procs["simhost"], timeout=15.0)
+    pids = set(procs["sshd"])
+    for h in hosts if hosts is not None else []:
         if h.get("netns"):
             pids.update(netns_pids(h["netns"]))
-        if sshd_alive(h):
-            pids.add(h["pid"])
     kill_pids(sorted(pids))
     # Reap our own children (a host started by this process).
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass
+    return sum(len(v) for v in procs.values()) + len(pids - set(procs["sshd"]))
 
 
 def our_veths(cfg: Settings) -> list[str]:
@@ -401,8 +539,11 @@ def setup_network(cfg: Settings, hosts: list[dict]) -> None:
     if not link_exists(cfg.bridge):
         gw = cfg.subnet.network_address + 1
         root += ["link add %s type bridge" % cfg.bridge,
-                 "addr add %s/%d dev %s" % (gw, prefix, cfg.bridge),
+                 "addr add %s/%d brd + dev %s" % (gw, prefix, cfg.bridge),
                  "link set %s up" % cfg.bridge]
+        have = set()
+    else:
+        have = set(re.findall(r"inet (\S+)/", run(["ip", "-o", "-4", "addr", "show", "dev", cfg.bridge]).stdout))
     known = set(existing_netns(cfg))
     for h in hosts:
         if h["netns"] in known:            # a leftover of a crash: start from scratch
@@ -411,16 +552,56 @@ def setup_network(cfg: Settings, hosts: list[dict]) -> None:
         if link_exists(h["veth"]):
             run(["ip", "link", "del", h["veth"]], check=False)
         root += ["netns add %s" % h["netns"],
-                 "link add %s type veth peer name eth0 netns %s" % (h["veth"], h["netns"]),
+                 "link add %s type veth peer name eth0 address %s netns %s" % (h["veth"], h["mac"], h["netns"]),
                  "link set %s master %s" % (h["veth"], cfg.bridge),
                  "link set %s up" % h["veth"]]
+        # The host's BMC answers on an address of its own (on the bridge, as a management LAN).
+        if h["bmc_ip"] not in have:
+            root.append("addr add %s/32 dev %s" % (h["bmc_ip"], cfg.bridge))
     batch(root)
     for h in hosts:
-        batch(["link set lo up", "addr add %s/%d dev eth0" % (h["ip"], prefix), "link set eth0 up"],
+        batch(["link set lo up", "addr add %s/%d brd + dev eth0" % (h["ip"], prefix), "link set eth0 up"],
               netns=h["netns"])
 
 
+def bmc_password(cfg: Settings) -> str:
+    """The simulator's BMC admin password: generated once, mode 0600 (the inventory reads it
+    with a file lookup; modules hand it to ipmitool through the environment, never argv)."""
+    path = cfg.password_file
+    if not path.exists():
+        fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            # 16 letters and digits: what ipmi_sim's md5 users hold (IPMI 1.5 passwords, 16 bytes)
+            alphabet = string.ascii_letters + string.digits
+            fh.write("".join(secrets.choice(alphabet) for _ in range(16)) + "\n")
+    return path.read_text().strip()
+
+
+def write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def start_bmc(cfg: Settings, h: dict, power_on: bool = True) -> subprocess.Popen:
+    """The host's BMC (ipmi_sim); with power_on it powers the host on at once (startnow): its
+    startcmd is lab/simhost.py, the host's power from power-on to power-off."""
+    hdir = Path(h["dir"])
+    conf = bmc.lan_conf(name=h["name"], addr=h["bmc_ip"], port=623, vm_addr=h["bmc_ip"], vm_port=VM_PORT,
+                        startcmd="/usr/bin/python3 %s %s" % (SIMHOST, h["dir"]), password=bmc_password(cfg),
+                        startnow=power_on, poweroff_wait=30, kill_wait=5, written_by="lab/sim.py")
+    write_private(hdir / "lan.conf", conf)
+    (hdir / "bmc.emu").write_text(bmc.EMU)
+    return bmc.start(hdir)
+
+
 def start_host(cfg: Settings, h: dict) -> subprocess.Popen:
+    """Everything the host's power program needs (host.json, sshd config, start script, host
+    key), then its BMC, which powers it on."""
     hdir = Path(h["dir"])
     (hdir / "layers").mkdir(parents=True, exist_ok=True)
     key = hdir / "ssh_host_ed25519_key"
@@ -428,15 +609,15 @@ def start_host(cfg: Settings, h: dict) -> subprocess.Popen:
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", h["name"], "-f", str(key)])
     (hdir / "sshd_config").write_text(sshd_config(cfg, h))
     (hdir / "start.sh").write_text(start_script(cfg, h))
-    logf = open(hdir / "sshd.log", "ab")
-    try:
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", h["netns"], "unshare", "--mount", "--propagation", "private",
-             "/bin/sh", str(hdir / "start.sh")],
-            stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True, close_fds=True)
-    finally:
-        logf.close()
-    return proc
+    host_json = {k: h[k] for k in ("name", "netns", "veth", "ip", "mac", "bmc_ip", "resume_s")}
+    host_json.update({"sim": cfg.name, "vm_port": VM_PORT, "broadcast": cfg.broadcast, "wol_port": WOL_PORT,
+                      "power_state": POWER_FILES["state"], "shutdown_s": 1.0,
+                      "mem_sleep": POWER_FILES["mem_sleep"].replace("[", "").replace("]", "").split()})
+    (hdir / "host.json").write_text(json.dumps(host_json, indent=2) + "\n")
+    for f in ("sshd.pid", "power.state", "faults.json"):
+        with contextlib.suppress(FileNotFoundError):
+            (hdir / f).unlink()
+    return start_bmc(cfg, h)
 
 
 def ssh_answers(ip: str, timeout: float = 1.0) -> bool:
@@ -448,10 +629,18 @@ def ssh_answers(ip: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def power_state(h: dict) -> dict:
+    """What the host's power program last recorded ({} before its first power-on)."""
+    try:
+        return json.loads((Path(h["dir"]) / "power.state").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def wait_ready(hosts: list[dict], procs: dict, timeout: float = READY_TIMEOUT) -> list[dict]:
     """Hosts whose sshd greets within timeout; the others are returned with a reason.
 
-    procs: host name -> the Popen that started it (this process is its parent, so poll() says
+    procs: host name -> the Popen of the host's BMC (this process is its parent, so poll() says
     for certain whether it exited, and with which status)."""
     pending = list(hosts)
     end = time.monotonic() + timeout
@@ -479,19 +668,22 @@ def wait_ready(hosts: list[dict], procs: dict, timeout: float = READY_TIMEOUT) -
 
 
 def host_failure(h: dict) -> str:
-    logtext = ""
-    with contextlib.suppress(OSError):
-        logtext = (Path(h["dir"]) / "sshd.log").read_text()[-600:].strip()
+    logs = []
+    for name in ("ipmi_sim.log", "simhost.log", "sshd.log"):
+        with contextlib.suppress(OSError):
+            text = (Path(h["dir"]) / name).read_text()[-400:].strip()
+            if text:
+                logs.append("%s: %s" % (name, text))
     rc = h.pop("exit", None)
     if rc is None:
-        how = "running but not greeting" if sshd_alive(h) else "exited"
+        how = "its BMC runs; power %s; sshd %s" % (power_state(h).get("state", "never on"),
+                                                    "running but not greeting" if sshd_alive(h) else "not running")
     elif rc < 0:
-        how = "killed by signal %d" % -rc
+        how = "its BMC (ipmi_sim) was killed by signal %d" % -rc
     else:
-        how = "exited with status %d" % rc
-    return "%s (%s, %s): sshd %s; log %s/sshd.log: %s" % (
-        h["name"], h["ip"], h["netns"], how,
-        h["dir"], logtext or "(empty)")
+        how = "its BMC (ipmi_sim) exited with status %d" % rc
+    return "%s (%s, %s): %s; logs in %s: %s" % (h["name"], h["ip"], h["netns"], how, h["dir"],
+                                               " | ".join(logs) or "(empty)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,9 +704,16 @@ def write_known_hosts(cfg: Settings, table: dict) -> Path:
 
 
 def write_inventory(cfg: Settings, table: dict) -> Path:
-    """<inventory>/hosts.yml (JSON is YAML): group sim, one entry per host, SSH settings."""
-    hosts = {h["name"]: {"ansible_host": h["ip"], "fleetnap_sim_machine": h["machine"]}
-             for h in table["hosts"]}
+    """<inventory>/hosts.yml (JSON is YAML): group sim, one entry per host (address, captured
+    machine, BMC, MAC, rack, gear group), SSH, BMC and Wake-on-LAN settings; a group per rack
+    and per gear group, as in the lab."""
+    hosts, groups = {}, {}
+    for h in table["hosts"]:
+        hosts[h["name"]] = {"ansible_host": h["ip"], "fleetnap_sim_machine": h["machine"],
+                            "fleetnap_bmc_address": h["bmc_ip"], "fleetnap_wol_macs": [h["mac"]],
+                            "fleetnap_rack": h["rack"], "fleetnap_gear_group": h["gear_group"]}
+        for g in (h["rack"], "gear_group_%d" % h["gear_group"]):
+            groups.setdefault(g, {"hosts": {}})["hosts"][h["name"]] = None
     group_vars = {
         "ansible_user": "root",
         "ansible_port": 22,
@@ -535,8 +734,18 @@ def write_inventory(cfg: Settings, table: dict) -> Path:
         },
         "fleetnap_profile": "sim",
         "fleetnap_artifacts_dir": str(cfg.state / "artifacts"),
+        # Power: every host has its own ipmi_sim BMC (IPMI 2.0 lanplus on its own address, port
+        # 623) and wakes from S3 on a magic packet to the fleet's broadcast address.
+        "fleetnap_bmc_user": bmc.USER,
+        "fleetnap_bmc_password": "{{ lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD', default='') "
+                                 "or lookup('ansible.builtin.file', '%s') }}" % cfg.password_file,
+        "fleetnap_bmc_cipher_suite": 3,
+        "fleetnap_wol_address": cfg.broadcast,
+        "fleetnap_wol_port": WOL_PORT,
+        "fleetnap_power_methods": ["wol", "ipmi"],
     }
-    inv = {"all": {"children": {"sim": {"hosts": hosts, "vars": group_vars}}}}
+    inv = {"all": {"children": {"sim": {"hosts": hosts, "vars": group_vars,
+                                        "children": dict(sorted(groups.items()))}}}}
     path = cfg.inventory / "hosts.yml"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -566,6 +775,7 @@ def up(cfg: Settings, count: int) -> dict:
     check_table_matches(cfg, table)
     machines = machine_names()
     ensure_key(cfg)
+    bmc_password(cfg)
     (cfg.state / "machines").mkdir(parents=True, exist_ok=True)
     for m in sorted(set(machines[:count])):
         materialize(m, cfg.state / "machines" / m)
@@ -580,7 +790,8 @@ def up(cfg: Settings, count: int) -> dict:
     kept, todo = [], []
     for h in wanted:
         old = recorded.get(h["name"])
-        if old and old.get("machine") == h["machine"] and sshd_alive(old) and ssh_answers(h["ip"]):
+        if old and dict(old, pid=None) == dict(h, pid=None) and sshd_alive(old) and ssh_answers(h["ip"]) \
+                and our_processes(cfg, [old])["ipmi_sim"]:
             kept.append(old)
         else:
             if old:
@@ -588,16 +799,16 @@ def up(cfg: Settings, count: int) -> dict:
             todo.append(h)
     setup_network(cfg, todo)
     t_net = time.monotonic() - t0 - t_templates
-    procs = {}
-    for h in todo:
-        procs[h["name"]] = start_host(cfg, h)
-        h["pid"] = procs[h["name"]].pid
-    table = {"name": cfg.name, "subnet": str(cfg.subnet), "bridge": cfg.bridge,
+    procs = {h["name"]: start_host(cfg, h) for h in todo}
+    table = {"name": cfg.name, "subnet": str(cfg.subnet), "bridge": cfg.bridge, "resume": cfg.resume_text,
              "key": str(cfg.key), "hosts": sorted(kept + todo, key=lambda h: h["index"])}
     save_table(cfg, table)
     failed = wait_ready(todo, procs)
     if failed:
         raise SimError("%d host(s) did not start:\n  %s" % (len(failed), "\n  ".join(host_failure(h) for h in failed[:5])))
+    for h in todo:
+        h["pid"] = recorded_sshd_pid(h)
+    save_table(cfg, table)
     inv = write_inventory(cfg, table)
     return {"hosts": count, "started": len(todo), "kept": len(kept), "stopped": len(extra),
             "seconds": round(time.monotonic() - t0, 2), "templates_seconds": round(t_templates, 2),
@@ -605,13 +816,14 @@ def up(cfg: Settings, count: int) -> dict:
 
 
 def stop_host(cfg: Settings, h: dict) -> None:
-    stop_host_processes([h])
+    stop_host_processes(cfg, [h])
     if h["netns"] in existing_netns(cfg):
         run(["ip", "netns", "del", h["netns"]])
     if link_exists(h["veth"]):
         run(["ip", "link", "del", h["veth"]], check=False)     # may vanish with the namespace
-    with contextlib.suppress(FileNotFoundError):
-        shutil.rmtree(Path(h["dir"]) / "layers")
+    for d in ("layers", "disk"):
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(Path(h["dir"]) / d)
 
 
 def down(cfg: Settings) -> dict:
@@ -619,21 +831,12 @@ def down(cfg: Settings) -> dict:
     t0 = time.monotonic()
     table = load_table(cfg)
     names = {h["netns"] for h in table.get("hosts", [])} | set(existing_netns(cfg))
+    stopped = stop_host_processes(cfg, None)
     pids = set()
-    for h in table.get("hosts", []):
-        if sshd_alive(h):
-            pids.add(h["pid"])
     for ns in names:
         pids.update(netns_pids(ns))
-    # Also any sshd of ours whose namespace is already gone (found by its config path).
-    marker = "%s/hosts/" % cfg.state
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            with contextlib.suppress(OSError):
-                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                if "sshd" in cmd.split(" ", 1)[0] + cmd[:40] and marker in cmd:
-                    pids.add(int(p.name))
     kill_pids(sorted(pids))
+    remove_cgroups(cfg)
     cmds = ["netns del %s" % ns for ns in sorted(names) if ns in set(existing_netns(cfg))]
     batch(cmds)
     # The root end of a veth goes away with its namespace, asynchronously: wait for that, then
@@ -659,33 +862,93 @@ def down(cfg: Settings) -> dict:
         cfg.table_path.unlink()
     with contextlib.suppress(FileNotFoundError):
         (cfg.inventory / "hosts.yml").unlink()
-    return {"stopped_processes": len(pids), "namespaces_removed": len(cmds),
+    return {"stopped_processes": stopped + len(pids), "namespaces_removed": len(cmds),
             "veths_removed": len(veths), "bridge_removed": bridge,
             "seconds": round(time.monotonic() - t0, 2)}
 
 
-def reset(cfg: Settings, only: list[str]) -> dict:
-    """Restart hosts: fresh overlay layers = the captured machine as it was, empty /etc layer."""
-    need_root_and_tools()
-    t0 = time.monotonic()
-    table = load_table(cfg)
+def hosts_named(table: dict, only: list[str]) -> list[dict]:
     if not table.get("hosts"):
-        raise SimError("no simulator is running in %s: run `lab/sim.py up` first" % cfg.state)
+        raise SimError("no simulator is running here: run `lab/sim.py up` first")
     hosts = [h for h in table["hosts"] if not only or h["name"] in only]
     unknown = set(only) - {h["name"] for h in hosts}
     if unknown:
         raise SimError("unknown host(s) %s; hosts are %s..%s" % (", ".join(sorted(unknown)),
                                                               table["hosts"][0]["name"], table["hosts"][-1]["name"]))
-    stop_host_processes(hosts)
-    procs = {}
+    return hosts
+
+
+def reset(cfg: Settings, only: list[str]) -> dict:
+    """Restart hosts and their BMCs: fresh sysfs layers = the captured machine as it was, an
+    empty disk (/etc, /var, /root layers), powered on."""
+    need_root_and_tools()
+    t0 = time.monotonic()
+    table = load_table(cfg)
+    hosts = hosts_named(table, only)
+    stop_host_processes(cfg, hosts)
     for h in hosts:
-        procs[h["name"]] = start_host(cfg, h)
-        h["pid"] = procs[h["name"]].pid
-    save_table(cfg, table)
+        for d in ("layers", "disk"):
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(Path(h["dir"]) / d)
+        run(["ip", "link", "set", h["veth"], "up"])
+    procs = {h["name"]: start_host(cfg, h) for h in hosts}
     failed = wait_ready(hosts, procs)
     if failed:
         raise SimError("%d host(s) did not restart:\n  %s" % (len(failed), "\n  ".join(host_failure(h) for h in failed[:5])))
+    for h in hosts:
+        h["pid"] = recorded_sshd_pid(h)
+    save_table(cfg, table)
     return {"reset": len(hosts), "seconds": round(time.monotonic() - t0, 2)}
+
+
+def fault(cfg: Settings, host: str, what: str, count: int) -> dict:
+    """Faults for tests: drop-wol (the next COUNT magic packets for the host are lost), hang
+    (the host freezes: silent, deaf to magic packets, only its BMC brings it back), bmc-down
+    (its BMC stops answering; the host runs on), bmc-up (the BMC is back, the host's power
+    state as it was)."""
+    table = load_table(cfg)
+    h = hosts_named(table, [host])[0]
+    hdir = Path(h["dir"])
+    if what == "drop-wol":
+        if not 0 <= count <= 1000:
+            raise SimError("drop-wol COUNT must be 0..1000")
+        faults = power_faults(h)
+        faults["drop_wol"] = count
+        (hdir / "faults.json").write_text(json.dumps(faults) + "\n")
+    elif what == "hang":
+        pid = power_state(h).get("pid")
+        if not pid or power_state(h).get("state") != "on" or proc_state(pid) in (None, "Z"):
+            raise SimError("%s is not running (power %s): only a running host can hang"
+                           % (host, power_state(h).get("state", "off")))
+        os.kill(pid, signal.SIGUSR1)
+    elif what == "bmc-down":
+        kill_pids(our_processes(cfg, [h])["ipmi_sim"])
+    elif what == "bmc-up":
+        if not our_processes(cfg, [h])["ipmi_sim"]:
+            start_bmc(cfg, h, power_on=False)
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not bmc_listening(h):
+                time.sleep(0.05)
+    else:
+        raise SimError("unknown fault %r: drop-wol, hang, bmc-down, bmc-up" % what)
+    return {"host": host, "fault": what, "power": power_state(h).get("state", "off"),
+            "bmc": bool(our_processes(cfg, [h])["ipmi_sim"])}
+
+
+def power_faults(h: dict) -> dict:
+    try:
+        return json.loads((Path(h["dir"]) / "faults.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def bmc_listening(h: dict) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((h["bmc_ip"], 623))
+        except OSError:
+            return True
+    return False
 
 
 def host_path(cfg: Settings, host: str, path: str) -> Path:
@@ -705,8 +968,13 @@ def status(cfg: Settings) -> list[dict]:
     rows = []
     for h in table.get("hosts", []):
         pid = sshd_alive(h)
+        power = power_state(h)
         rows.append({"host": h["name"], "ip": h["ip"], "machine": h["machine"], "netns": h["netns"],
-                     "pid": pid, "ssh": bool(pid) and ssh_answers(h["ip"], 0.5)})
+                     "pid": pid, "ssh": bool(pid) and ssh_answers(h["ip"], 0.5),
+                     "power": power.get("state", "off"), "power_since": power.get("since"),
+                     "bmc": h["bmc_ip"], "bmc_up": bool(our_processes(cfg, [h])["ipmi_sim"]),
+                     "mac": h["mac"], "gear_group": h["gear_group"], "rack": h["rack"],
+                     "resume_s": h["resume_s"]})
     return rows
 
 
@@ -714,10 +982,12 @@ def print_status(cfg: Settings, rows: list[dict]) -> None:
     if not rows:
         print("no simulated hosts (state %s)" % cfg.state)
         return
-    print("%-8s %-15s %-24s %-8s %s" % ("host", "address", "machine", "pid", "ssh"))
+    print("%-8s %-15s %-24s %-8s %-5s %-7s %-15s %s" % ("host", "address", "machine", "pid", "ssh", "power",
+                                                        "bmc", "resume"))
     for r in rows:
-        print("%-8s %-15s %-24s %-8s %s" % (r["host"], r["ip"], r["machine"], r["pid"] or "-",
-                                            "up" if r["ssh"] else "DOWN"))
+        print("%-8s %-15s %-24s %-8s %-5s %-7s %-15s %.3f s" % (
+            r["host"], r["ip"], r["machine"], r["pid"] or "-", "up" if r["ssh"] else "DOWN", r["power"],
+            r["bmc"] + ("" if r["bmc_up"] else " (down)"), r["resume_s"]))
     up_count = sum(1 for r in rows if r["ssh"])
     print("%d/%d hosts answer SSH; inventory %s" % (up_count, len(rows), cfg.inventory / "hosts.yml"))
 
@@ -737,6 +1007,7 @@ def main(argv=None) -> int:
     ap.add_argument("--inventory", help="inventory directory (SIM_INVENTORY, default inventories/sim)")
     ap.add_argument("--name", help="prefix of hosts, namespaces and interfaces (SIM_NAME, default sim)")
     ap.add_argument("--subnet", help="private IPv4 subnet (SIM_SUBNET, default 10.251.0.0/16)")
+    ap.add_argument("--resume", help="hosts' resume times (SIM_RESUME, default %s)" % DEFAULT_RESUME)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("up", help="start N hosts (idempotent) and write the inventory")
     p.add_argument("--hosts", type=int, default=None, help="number of hosts (SIM_HOSTS, default 100)")
@@ -745,12 +1016,16 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("reset", help="restart hosts with pristine sysfs and empty private layers")
     p.add_argument("hosts", nargs="*")
+    p = sub.add_parser("fault", help="inject a fault: drop-wol COUNT, hang, bmc-down, bmc-up")
+    p.add_argument("host")
+    p.add_argument("what", choices=("drop-wol", "hang", "bmc-down", "bmc-up"))
+    p.add_argument("count", type=int, nargs="?", default=1)
     p = sub.add_parser("path", help="print a file as a host sees it")
     p.add_argument("host")
     p.add_argument("path")
     args = ap.parse_args(argv)
     try:
-        cfg = Settings(args.state, args.inventory, args.name, args.subnet)
+        cfg = Settings(args.state, args.inventory, args.name, args.subnet, args.resume)
         if args.cmd == "up":
             count = args.hosts if args.hosts is not None else int(os.environ.get("SIM_HOSTS", "100"))
             with state_lock(cfg):
@@ -767,8 +1042,13 @@ def main(argv=None) -> int:
         elif args.cmd == "reset":
             with state_lock(cfg):
                 print(json.dumps(reset(cfg, args.hosts), indent=2))
+        elif args.cmd == "fault":
+            print(json.dumps(fault(cfg, args.host, args.what, args.count), indent=2))
         elif args.cmd == "path":
-            sys.stdout.write(host_path(cfg, args.host, args.path).read_text())
+            try:
+                sys.stdout.write(host_path(cfg, args.host, args.path).read_text())
+            except OSError as exc:
+                raise SimError("%s on %s: %s" % (args.path, args.host, exc.strerror))
     except SimError as exc:
         print("sim: error: %s" % exc, file=sys.stderr)
         return 1

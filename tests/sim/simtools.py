@@ -28,21 +28,22 @@ def missing_tools():
         return "the simulator needs root"
     if not os.access("/usr/sbin/sshd", os.X_OK):
         return "openssh-server is not installed (make setup)"
-    for tool in ("ip", "unshare", "nsenter"):
+    for tool in ("ip", "unshare", "nsenter", "ipmi_sim", "ipmitool"):
         if not shutil.which(tool):
             return "%s is missing" % tool
     return None
 
 
 class Sim:
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, name: str = SIM_NAME, subnet: str = SIM_SUBNET, **env):
         self.state = base / "state"
         self.inventory = base / "inventory"
-        self.env = dict(os.environ, SIM_MACHINES=SIM_MACHINES)
+        self.name, self.subnet = name, subnet
+        self.env = dict(os.environ, SIM_MACHINES=SIM_MACHINES, **env)
 
     def cli(self, *args, check=True):
         cmd = ["/usr/bin/python3", str(REPO / "lab" / "sim.py"), "--state", str(self.state),
-               "--inventory", str(self.inventory), "--name", SIM_NAME, "--subnet", SIM_SUBNET] + list(args)
+               "--inventory", str(self.inventory), "--name", self.name, "--subnet", self.subnet] + list(args)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=120)
         if check and proc.returncode != 0:
             raise AssertionError("sim.py %s failed (rc=%d): %s" % (" ".join(args), proc.returncode, proc.stderr))
@@ -50,6 +51,31 @@ class Sim:
 
     def table(self):
         return json.loads((self.state / "sim.json").read_text())
+
+    def hosts(self) -> dict:
+        return {h["name"]: h for h in self.table()["hosts"]}
+
+    def status(self) -> dict:
+        return {r["host"]: r for r in json.loads(self.cli("status", "--json").stdout)}
+
+    def power_log(self, host: str) -> list[dict]:
+        """What the host's power program recorded (lab/simhost.py): the ground truth."""
+        path = Path(self.hosts()[host]["dir"]) / "power.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def ipmitool(self, host: str, *args: str) -> subprocess.CompletedProcess:
+        """ipmitool against the host's BMC (ipmi_sim), the password through the environment."""
+        h = self.hosts()[host]
+        env = dict(os.environ, IPMI_PASSWORD=(self.state / "bmc-password").read_text().strip())
+        return subprocess.run(["ipmitool", "-I", "lanplus", "-H", h["bmc_ip"], "-U", "admin", "-E", "-C", "3",
+                               "-N", "1", "-R", "2"] + list(args), capture_output=True, text=True, env=env, timeout=60)
+
+    def playbook(self, playbook: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_SSH_CONTROL_PATH_DIR=str(self.state / "cp"))
+        return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory),
+                               str(REPO / "playbooks" / playbook)] + list(args),
+                              capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
 
     def read(self, host: str, path: str) -> str:
         return self.cli("path", host, path).stdout

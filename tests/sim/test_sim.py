@@ -100,7 +100,7 @@ def test_a_write_on_one_host_is_not_seen_by_another(sim):
 
 def test_bad_input_is_refused_and_changes_nothing(sim):
     before = sim.table()
-    for args, msg in ((["up", "--hosts", "0"], "use 1..253"),
+    for args, msg in ((["up", "--hosts", "0"], "use 1..126"),
                       (["--subnet", "8.8.8.0/24", "status"], "not a private network"),
                       (["--name", "waytoolong", "status"], "1-5 lowercase"),
                       (["reset", "nosuchhost"], "unknown host")):

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,13 @@ from conftest import REPO, run_module, snapshot_tree
 
 ROLE = REPO / "roles" / "gear_member"
 TEMPLATE = ROLE / "templates" / "suspend.sh.j2"
-# (suspend mode, systemd version, park) -> one rendering; 252 is Debian 12's systemd. park: the
-# role's gear_member_park_ignores_sleep_policy (the tests of the precheck itself run without it,
-# the parking tests below with it).
+# (suspend mode, systemd version, park) -> one rendering; 252 is Debian 12's systemd, "kernel" a
+# host without systemd (the state written to /sys/power/state directly). park: the role's
+# gear_member_park_ignores_sleep_policy (the tests of the precheck itself run without it, the
+# parking tests below with it).
 VARIANTS = [("deep", "252", False), ("any", "252", False), ("deep", "256", False), ("any", "256", False),
-            ("deep", "252", True), ("deep", "256", True), ("any", "252", True)]
+            ("deep", "252", True), ("deep", "256", True), ("any", "252", True),
+            ("deep", "kernel", False), ("any", "kernel", False), ("deep", "kernel", True)]
 UNPARK = ROLE / "templates" / "unpark.sh.j2"
 
 
@@ -39,8 +42,11 @@ def scripts(tmp_path_factory):
     root = base / "root"
     lookups = []
     for mode, systemd, park in VARIANTS:
-        tvars = {"__gear_member_precheck_root": str(root), "__gear_member_precheck_systemd": systemd,
+        kernel = systemd == "kernel"
+        tvars = {"__gear_member_precheck_root": str(root), "__gear_member_precheck_systemd": "" if kernel else systemd,
+                 "__gear_member_precheck_init": "kernel" if kernel else "systemd",
                  "gear_member_suspend_mode": mode, "__gear_member_suspend_command": "echo SCHEDULED",
+                 "__gear_member_kernel_suspend_command": "echo SCHEDULED $use",
                  "gear_member_park_ignores_sleep_policy": park}
         lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
                        % (json.dumps(str(TEMPLATE)), json.dumps(tvars)))
@@ -123,7 +129,12 @@ def test_the_role_sends_this_template_with_the_real_suspend_after_it():
     assert internals["__gear_member_precheck_root"] == "" and internals["__gear_member_precheck_systemd"] == ""
     assert internals["__gear_member_suspend_command"].startswith("systemd-run ")
     assert internals["__gear_member_suspend_command"].endswith(" /usr/bin/systemctl suspend")
-    assert TEMPLATE.read_text().rstrip().endswith("{{ __gear_member_suspend_command }}")
+    assert internals["__gear_member_precheck_init"] == ""
+    assert internals["__gear_member_kernel_suspend_command"].startswith("trap '' HUP; setsid /bin/sh -c ")
+    text = TEMPLATE.read_text()
+    assert text.rstrip().endswith("\nsuspend_now")
+    body = text[text.index("suspend_now() {"):text.index("\n}\n", text.index("suspend_now() {"))]
+    assert "{{ __gear_member_suspend_command }}" in body and "{{ __gear_member_kernel_suspend_command }}" in body
 
 
 @pytest.mark.parametrize("mode", ["deep", "any"])
@@ -284,6 +295,7 @@ def test_the_role_fails_the_host_at_once_with_the_reason(tmp_path):
                                                         "content": "{{ ansible_failed_result.msg }}"}}]}],
     }]))
     extra = {"__gear_member_precheck_root": str(root), "__gear_member_suspend_command": "touch %s" % marker,
+             "__gear_member_precheck_init": "systemd",
              "ansible_python_interpreter": "/usr/bin/python3"}
     proc = subprocess.run([str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"),
                            "-i", "localhost,", str(play), "-e", json.dumps(extra)],
@@ -411,3 +423,49 @@ def test_unpark_keeps_directories_that_were_there_before_the_park(scripts):
     assert (root / "run/fleetnap/other-state").read_text() == "kept\n"
     assert (root / "run/systemd/sleep.conf.d").is_dir() and not list((root / "run/systemd/sleep.conf.d").iterdir())
     assert sorted(p.name for p in (root / "run/fleetnap").iterdir()) == ["other-state"]
+
+
+# A host where systemd is not the init (a container, a minimal system, the fleet simulator): the
+# kernel is asked directly, so systemd's sleep configuration does not decide; the kernel does.
+
+def test_without_systemd_the_kernel_decides_and_systemd_settings_do_not(scripts):
+    root = build(scripts[0])
+    (root / "etc/systemd/system/suspend.target").symlink_to("/dev/null")
+    put(root, DROP_IN, drop_in_text("none"))
+    proc = run(scripts, "deep", "kernel")
+    assert proc.returncode == 0 and proc.stdout == "SCHEDULED mem\n", proc.stdout
+    build(scripts[0], state="freeze", mem_sleep=None)
+    refused(run(scripts, "deep", "kernel"), "offers [freeze], not mem")
+    proc = run(scripts, "any", "kernel")
+    assert proc.returncode == 0 and proc.stdout == "SCHEDULED freeze\n", proc.stdout
+    build(scripts[0], mem_sleep="[s2idle] deep")
+    refused(run(scripts, "deep", "kernel"), "mem_sleep is [s2idle], S3 (deep) offered but not selected")
+
+
+def test_parking_without_systemd_selects_deep_without_a_drop_in_and_unpark_puts_it_back(scripts):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    proc = park(scripts, "deep", "kernel")
+    assert proc.returncode == 0 and proc.stdout == "SCHEDULED mem\n", proc.stdout
+    assert (root / PARK_KEPT).read_text() == "s2idle\n"
+    assert (root / "sys/power/mem_sleep").read_text() == "deep\n"
+    assert not (root / "run/systemd").exists()        # nothing for a systemd that is not there
+    proc = sh(scripts[1]["unpark"])
+    assert proc.returncode == 0 and proc.stdout.startswith("unparked: mem_sleep s2idle"), proc.stdout
+    assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n" and not (root / "run/fleetnap").exists()
+
+
+def test_the_kernel_suspend_command_writes_the_state_after_the_session_has_gone(tmp_path):
+    """The role's own command (vars/main.yml), run as the template runs it: it returns at once,
+    and a second later the state lands in /sys/power/state (here a fake root's)."""
+    internals = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    power = tmp_path / "sys" / "power"
+    power.mkdir(parents=True)
+    (power / "state").write_text("freeze mem\n")
+    script = 'use=mem; P=%s\n%s\necho returned' % (power, internals["__gear_member_kernel_suspend_command"])
+    proc = sh(script)
+    assert proc.returncode == 0 and proc.stdout == "returned\n", proc
+    assert (power / "state").read_text() == "freeze mem\n"       # not yet: a second after
+    end = time.monotonic() + 10
+    while (power / "state").read_text() != "mem\n" and time.monotonic() < end:
+        time.sleep(0.05)
+    assert (power / "state").read_text() == "mem\n"

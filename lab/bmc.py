@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2025, fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One OpenIPMI ``ipmi_sim`` BMC: its configuration and its process (used by lab/labctl.py for
+the QEMU guests and by lab/sim.py for the simulated fleet; imports nothing of either).
+
+A BMC answers IPMI 2.0 (lanplus) on ADDR:PORT, holds one admin user with md5 auth, and runs
+``startcmd`` on ``chassis power on``; it reports the chassis on exactly while that program is
+connected to its VM port (OpenIPMI's VM protocol: QEMU's ipmi-bmc-extern, or lab/simhost.py),
+sends it POWEROFF / GRACEFUL_SHUTDOWN / RESET, and kills it when it has not gone after
+``poweroff_wait`` seconds (SIGTERM, then SIGKILL after ``kill_wait``). Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+IPMI_SIM = "/usr/bin/ipmi_sim"
+USER = "admin"
+
+# The emulated management controller: what this ipmi_sim build accepts (it rejects a
+# dynamic-sensors flag).
+EMU = """\
+mc_setbmc 0x20
+mc_add 0x20 0 no-device-sdrs 0x23 9 8 0x9f 0x1291 0xf02
+mc_enable 0x20
+"""
+
+
+def lan_conf(*, name: str, addr: str, port: int, vm_addr: str, vm_port: int, startcmd: str,
+             password: str, startnow: bool = False, poweroff_wait: int = 60, kill_wait: int = 5,
+             written_by: str, comment: str = "") -> str:
+    """lan.conf of one BMC; it holds the admin password: write it mode 0600."""
+    return """\
+# %(name)s's BMC (ipmi_sim).  Written by %(by)s; holds the admin password: mode 0600.
+name "%(name)s"
+set_working_mc 0x20
+  startlan 1
+    addr %(addr)s %(port)d
+    priv_limit admin
+    allowed_auths_callback md5
+    allowed_auths_user md5
+    allowed_auths_operator md5
+    allowed_auths_admin md5
+    guid %(guid)s
+  endlan
+  serial 15 %(vm_addr)s %(vm_port)d codec VM
+  startcmd "%(startcmd)s"
+  startnow %(startnow)s
+%(comment)s  poweroff_wait %(poweroff_wait)d
+  kill_wait %(kill_wait)d
+  user 2 true "%(user)s" "%(password)s" admin 10 md5
+""" % {"name": name, "by": written_by, "addr": addr, "port": port, "vm_addr": vm_addr,
+       "vm_port": vm_port, "guid": hashlib.md5(name.encode()).hexdigest(), "startcmd": startcmd,
+       "startnow": "true" if startnow else "false", "poweroff_wait": poweroff_wait,
+       "kill_wait": kill_wait, "comment": "  # %s\n" % comment if comment else "",
+       "user": USER, "password": password}
+
+
+def start(directory: Path, ipmi_sim: str = IPMI_SIM) -> subprocess.Popen:
+    """ipmi_sim for DIRECTORY/lan.conf and DIRECTORY/bmc.emu, its state in DIRECTORY/ipmi and its
+    output in DIRECTORY/ipmi_sim.log, in a session of its own (it outlives the caller)."""
+    (directory / "ipmi").mkdir(exist_ok=True)
+    logf = open(directory / "ipmi_sim.log", "ab")
+    try:
+        return subprocess.Popen(
+            [ipmi_sim, "-n", "-p", "-c", str(directory / "lan.conf"), "-f", str(directory / "bmc.emu"),
+             "-s", str(directory / "ipmi")],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=str(directory),
+            start_new_session=True, close_fds=True)
+    finally:
+        logf.close()

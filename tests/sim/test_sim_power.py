@@ -1,0 +1,250 @@
+"""The simulated fleet has power (lab/sim.py + lab/simhost.py): every host a real ipmi_sim BMC
+whose power off/on/soft stops and starts it, a real suspend (the host's own write to its
+/sys/power/state makes it silent) and a wake by a real magic packet naming its MAC, after the
+host's own resume time. gear_shift.yml runs on it unchanged.
+
+The ground truth is each host's power log (power.jsonl, written by its power program); what is
+checked against it is what an operator sees: SSH answering or not, the BMC's chassis status.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from sim import ssh_answers as answers
+from simtools import REPO, Sim, VENV_BIN, missing_tools
+
+pytestmark = pytest.mark.sim
+
+NAME, SUBNET, HOSTS = "simp", "10.252.1.0/24", 6
+RESUME = "uniform:0.3:1.5"
+
+
+@pytest.fixture(scope="module")
+def psim(tmp_path_factory):
+    why = missing_tools()
+    if why:
+        pytest.skip(why)
+    s = Sim(tmp_path_factory.mktemp("psim"), name=NAME, subnet=SUBNET, SIM_RESUME=RESUME)
+    s.cli("down")
+    s.cli("up", "--hosts", str(HOSTS))
+    yield s
+    s.cli("down", check=False)
+
+
+def wait(what: str, cond, timeout: float = 30.0, step: float = 0.1):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+
+
+def ssh(psim: Sim, host: str, command: str) -> subprocess.CompletedProcess:
+    h = psim.hosts()[host]
+    return subprocess.run(["ssh", "-i", str(psim.state / "id_ed25519"), "-o", "BatchMode=yes",
+                           "-o", "UserKnownHostsFile=%s" % (psim.state / "known_hosts"),
+                           "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5",
+                           "root@%s" % h["ip"], command], capture_output=True, text=True, timeout=60)
+
+
+def suspend(psim: Sim, host: str, state: str = "mem") -> None:
+    """What gear_member does on a host without systemd: a detached write a moment later."""
+    proc = ssh(psim, host, "trap '' HUP; setsid /bin/sh -c 'sleep 0.3; echo %s > /sys/power/state' "
+                           "</dev/null >/dev/null 2>&1 &" % state)
+    assert proc.returncode == 0, proc.stderr
+
+
+def magic_packet(psim: Sim, host: str) -> dict:
+    """fleetnap's own wake_on_lan module, run on the controller as a gear shift runs it."""
+    h = psim.hosts()[host]
+    args = {"macs": [h["mac"]], "broadcast": str(ipaddress.ip_network(SUBNET).broadcast_address),
+            "port": 9}
+    proc = subprocess.run([str(VENV_BIN / "ansible"), "localhost", "-m", "wake_on_lan", "-a", json.dumps(args),
+                           "-o"], capture_output=True, text=True, timeout=120, cwd=str(REPO),
+                          env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")))
+    assert proc.returncode == 0 and "CHANGED" in proc.stdout, proc.stdout + proc.stderr
+    return args
+
+
+def chassis(psim: Sim, host: str) -> str:
+    out = psim.ipmitool(host, "chassis", "power", "status")
+    return out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else "no-bmc"
+
+
+def last(psim: Sim, host: str) -> dict:
+    return psim.power_log(host)[-1]
+
+
+def test_up_gives_every_host_a_bmc_a_mac_and_its_own_resume_time(psim):
+    hosts, status = psim.hosts(), psim.status()
+    assert len(hosts) == HOSTS
+    assert len({h["bmc_ip"] for h in hosts.values()}) == len({h["mac"] for h in hosts.values()}) == HOSTS
+    for name, h in hosts.items():
+        assert status[name]["power"] == "on" and status[name]["ssh"] and status[name]["bmc_up"], status[name]
+        assert 0.3 <= h["resume_s"] <= 1.5
+        assert chassis(psim, name) == "on"
+        # the MAC is the one the host's own interface has
+        link = ssh(psim, name, "cat /sys/class/net/eth0/address").stdout.strip()
+        assert link == h["mac"], (name, link)
+    assert len({h["resume_s"] for h in hosts.values()}) > 1          # drawn per host
+    inv = (psim.inventory / "hosts.yml").read_text()
+    assert (psim.state / "bmc-password").read_text().strip() not in inv    # a file lookup, not the secret
+    assert (psim.state / "bmc-password").stat().st_mode & 0o077 == 0
+    # a bad distribution is refused, naming the option
+    proc = psim.cli("--resume", "lognormal:1", "status", check=False)
+    assert proc.returncode != 0 and "resume distribution 'lognormal:1'" in proc.stderr, proc.stderr
+
+
+def test_bmc_power_off_on_and_soft_stop_and_start_the_host_and_its_disk_survives(psim):
+    host = "%s1" % NAME
+    ip = psim.hosts()[host]["ip"]
+    assert ssh(psim, host, "echo kept > /etc/fleetnap-disk; echo gone > /run/fleetnap-ram").returncode == 0
+    out = psim.ipmitool(host, "chassis", "power", "off")
+    assert out.returncode == 0, out.stderr
+    wait("chassis off", lambda: chassis(psim, host) == "off")
+    assert not answers(ip, 1.0) and last(psim, host)["state"] == "off"
+    assert last(psim, host)["why"] == "BMC power off"
+    assert psim.ipmitool(host, "chassis", "power", "on").returncode == 0
+    wait("SSH after power on", lambda: answers(ip))
+    assert chassis(psim, host) == "on"
+    assert ssh(psim, host, "cat /etc/fleetnap-disk").stdout == "kept\n"          # the disk
+    assert ssh(psim, host, "cat /run/fleetnap-ram").returncode != 0             # memory is gone
+    assert ssh(psim, host, "cat /sys/power/state").stdout == "freeze mem\n"      # a fresh kernel
+    # soft off: the OS shuts down (the host's shutdown time), then the chassis is off
+    assert psim.ipmitool(host, "chassis", "power", "soft").returncode == 0
+    wait("chassis off after soft", lambda: chassis(psim, host) == "off")
+    assert last(psim, host)["why"].startswith("BMC soft off") and not answers(ip, 1.0)
+    assert psim.ipmitool(host, "chassis", "power", "on").returncode == 0
+    wait("SSH after power on", lambda: answers(ip))
+
+
+def test_the_hosts_own_write_suspends_it_and_a_magic_packet_wakes_it_after_its_resume_time(psim):
+    host = "%s2" % NAME
+    h = psim.hosts()[host]
+    suspend(psim, host)
+    wait("S3", lambda: last(psim, host)["state"] == "S3")
+    assert not answers(h["ip"], 1.0)
+    assert chassis(psim, host) == "on"                      # S3: the BMC still sees the chassis on
+    sent = time.time()
+    magic_packet(psim, host)
+    wait("SSH after the magic packet", lambda: answers(h["ip"]))
+    woke = last(psim, host)
+    assert woke["state"] == "on" and woke["why"] == "magic packet"
+    assert woke["t"] - sent >= h["resume_s"] - 0.05, (woke, sent, h["resume_s"])   # its own resume time
+    # the state file reads back as the kernel offers it; a packet for another MAC wakes nothing
+    assert ssh(psim, host, "cat /sys/power/state").stdout == "freeze mem\n"
+    other = "%s3" % NAME
+    suspend(psim, host)
+    wait("S3 again", lambda: last(psim, host)["state"] == "S3")
+    magic_packet(psim, other)                              # sim3 is awake: nothing happens to it
+    time.sleep(h["resume_s"] + 1.0)
+    assert last(psim, host)["state"] == "S3" and last(psim, other)["state"] == "on"
+    magic_packet(psim, host)
+    wait("SSH", lambda: answers(h["ip"]))
+
+
+def test_mem_with_s2idle_selected_is_suspend_to_idle(psim):
+    host = "%s3" % NAME
+    assert ssh(psim, host, "echo s2idle > /sys/power/mem_sleep").returncode == 0
+    suspend(psim, host)
+    wait("s2idle", lambda: last(psim, host)["state"] == "s2idle")
+    magic_packet(psim, host)
+    wait("SSH", lambda: answers(psim.hosts()[host]["ip"]))
+    assert ssh(psim, host, "echo deep > /sys/power/mem_sleep").returncode == 0
+
+
+def test_faults_lost_magic_packets_a_hung_host_and_a_dead_bmc(psim):
+    host = "%s4" % NAME
+    h = psim.hosts()[host]
+    # lost magic packets: one call's three packets are dropped, the next call wakes the host
+    psim.cli("fault", host, "drop-wol", "3")
+    suspend(psim, host)
+    wait("S3", lambda: last(psim, host)["state"] == "S3")
+    magic_packet(psim, host)
+    time.sleep(h["resume_s"] + 1.0)
+    log = psim.power_log(host)
+    assert log[-1]["state"] == "S3" and sum(1 for r in log if "dropped" in r["why"]) == 3
+    magic_packet(psim, host)
+    wait("SSH", lambda: answers(h["ip"]))
+    # a hung host: silent, deaf to magic packets; only its BMC brings it back
+    psim.cli("fault", host, "hang")
+    wait("hung", lambda: last(psim, host)["state"] == "hung")
+    assert not answers(h["ip"], 1.0) and chassis(psim, host) == "on"
+    magic_packet(psim, host)
+    time.sleep(h["resume_s"] + 1.0)
+    assert last(psim, host)["state"] == "hung"
+    assert psim.ipmitool(host, "chassis", "power", "off").returncode == 0
+    wait("off", lambda: chassis(psim, host) == "off")
+    assert psim.ipmitool(host, "chassis", "power", "on").returncode == 0
+    wait("SSH after the power cycle", lambda: answers(h["ip"]))
+    # a dead BMC: no answer, the host runs on; back, it reports the chassis as it is
+    psim.cli("fault", host, "bmc-down")
+    assert chassis(psim, host) == "no-bmc" and answers(h["ip"])
+    assert not psim.status()[host]["bmc_up"]
+    psim.cli("fault", host, "bmc-up")
+    wait("BMC on again", lambda: chassis(psim, host) == "on", timeout=20)
+    # faults are checked: an unknown host is refused
+    proc = psim.cli("fault", "nosuch", "hang", check=False)
+    assert proc.returncode != 0 and "unknown host" in proc.stderr
+
+
+def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(psim, tmp_path):
+    """gear_shift.yml unchanged: 3 -> 1 parks two groups in S3 (the hosts' own writes), 1 -> 3
+    wakes them by magic packets; then 3 -> 2 powers a group off through the BMCs and 2 -> 3
+    powers it on through them. The power logs agree with every result."""
+    gear = tmp_path / "gear"
+    hosts = psim.hosts()
+
+    def shift(*extra):
+        proc = psim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        return json.loads((gear / "state.json").read_text())
+
+    before = {n: len(psim.power_log(n)) for n in hosts}
+    shift("-e", "gear=1")
+    parked = [n for n in hosts if last(psim, n)["state"] != "on"]
+    assert len(parked) == 4 and len({hosts[n]["gear_group"] for n in parked}) == 2, parked
+    for n in parked:
+        assert last(psim, n)["state"] == "S3" and not answers(hosts[n]["ip"], 0.5)
+    for n in set(hosts) - set(parked):
+        assert len(psim.power_log(n)) == before[n]                       # untouched
+    shift("-e", "gear=3")
+    for n in parked:
+        woke = last(psim, n)
+        assert woke["state"] == "on" and woke["why"] == "magic packet", (n, woke)
+        assert answers(hosts[n]["ip"])
+        # parking put mem_sleep back as it was and left nothing in /run
+        assert ssh(psim, n, "cat /sys/power/mem_sleep; ls /run/fleetnap 2>&1").stdout.startswith("s2idle [deep]\n")
+    # by the BMC: power off, then on by IPMI alone
+    shift("-e", "gear=2", "-e", "gear_down_method=off")
+    off = [n for n in hosts if last(psim, n)["state"] == "off"]
+    assert len(off) == 2 and all(last(psim, n)["why"] == "BMC power off" for n in off), off
+    assert all(chassis(psim, n) == "off" for n in off)
+    shift("-e", "gear=3", "-e", '{"gear_up_methods": ["ipmi"]}')
+    for n in off:
+        assert last(psim, n)["state"] == "on" and last(psim, n)["why"] == "power on" and answers(hosts[n]["ip"])
+    assert all(r["power"] == "on" and r["ssh"] for r in psim.status().values())
+
+
+def test_down_stops_every_bmc_and_power_program(psim):
+    dirs = [h["dir"] for h in psim.hosts().values()]
+    psim.cli("down")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            assert not any(d in cmd for d in dirs), cmd
+    assert not any(Path(d).exists() for d in dirs)
