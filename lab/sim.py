@@ -29,8 +29,10 @@ mount namespace, so playbooks run over real SSH against N different machines:
   half of the subnet, port 623; admin password in ``<state>/bmc-password``, 0600), whose
   startcmd is lab/simhost.py: the host's power from power-on to power-off (BMC off/soft/reset,
   suspend by the host's own write to /sys/power/state, wake by a magic packet to the subnet's
-  broadcast address naming the host's MAC, after the host's resume time). Each host's cgroup
-  (v2) holds its processes: frozen while it sleeps, killed at once at power off.
+  broadcast address naming the host's MAC, after the host's resume time; a power-on boots in
+  SIM_BOOT seconds). Each host's cgroup (v2) holds its processes: frozen while it sleeps,
+  killed at once at power off. One ``simhost.py --standby`` per simulator is the NICs' standby
+  power: a magic packet for a host that is off powers it on through its BMC (WoL from soft-off).
 
 Subcommands::
 
@@ -49,6 +51,7 @@ Options and environment (an option wins): ``--state``/``SIM_STATE`` (lab/sim-sta
 letters/digits: it prefixes the namespaces, interfaces and inventory host names),
 ``--subnet``/``SIM_SUBNET`` (10.251.0.0/16), ``--hosts``/``SIM_HOSTS`` (100),
 ``--resume``/``SIM_RESUME`` (loguniform:0.05:11 seconds; fixed:S, uniform:A:B),
+``SIM_BOOT`` (1: seconds from a power-on until the host answers; not at up),
 ``SIM_MACHINES`` (comma-separated capture names; default all).  Root only (namespaces, mounts).  Standard library only (Python 3.11).
 """
 
@@ -147,6 +150,13 @@ class Settings:
                            "172.16.0.0/12 or 192.168.0.0/16 that this machine does not route" % self.subnet)
         self.bridge = "fn%sbr" % self.name
         self.resume_text = resume or os.environ.get("SIM_RESUME") or DEFAULT_RESUME
+        boot = os.environ.get("SIM_BOOT", "1")
+        try:
+            self.boot_s = float(boot)
+        except ValueError:
+            self.boot_s = -1.0
+        if not 0 <= self.boot_s <= 600:
+            raise SimError("SIM_BOOT %r: seconds from a power-on until the host answers, 0..600" % boot)
         self.resume = parse_resume(self.resume_text)
         self.broadcast = str(self.subnet.broadcast_address)
         self.password_file = self.state / "bmc-password"
@@ -611,7 +621,7 @@ def start_host(cfg: Settings, h: dict) -> subprocess.Popen:
     (hdir / "start.sh").write_text(start_script(cfg, h))
     host_json = {k: h[k] for k in ("name", "netns", "veth", "ip", "mac", "bmc_ip", "resume_s")}
     host_json.update({"sim": cfg.name, "vm_port": VM_PORT, "broadcast": cfg.broadcast, "wol_port": WOL_PORT,
-                      "power_state": POWER_FILES["state"], "shutdown_s": 1.0,
+                      "power_state": POWER_FILES["state"], "shutdown_s": 1.0, "boot_s": cfg.boot_s,
                       "mem_sleep": POWER_FILES["mem_sleep"].replace("[", "").replace("]", "").split()})
     (hdir / "host.json").write_text(json.dumps(host_json, indent=2) + "\n")
     for f in ("sshd.pid", "power.state", "faults.json"):
@@ -809,6 +819,7 @@ def up(cfg: Settings, count: int) -> dict:
     for h in todo:
         h["pid"] = recorded_sshd_pid(h)
     save_table(cfg, table)
+    start_standby(cfg)
     inv = write_inventory(cfg, table)
     return {"hosts": count, "started": len(todo), "kept": len(kept), "stopped": len(extra),
             "seconds": round(time.monotonic() - t0, 2), "templates_seconds": round(t_templates, 2),
@@ -933,6 +944,20 @@ def fault(cfg: Settings, host: str, what: str, count: int) -> dict:
         raise SimError("unknown fault %r: drop-wol, hang, bmc-down, bmc-up" % what)
     return {"host": host, "fault": what, "power": power_state(h).get("state", "off"),
             "bmc": bool(our_processes(cfg, [h])["ipmi_sim"])}
+
+
+def start_standby(cfg: Settings) -> None:
+    """The hosts' NICs on standby power (lab/simhost.py --standby): Wake-on-LAN from soft-off.
+    Restarted at every up, so it knows every host."""
+    hosts_dir = cfg.state / "hosts"
+    for pid in our_processes(cfg)["simhost"]:
+        with contextlib.suppress(OSError):
+            if (Path("/proc/%d/cmdline" % pid).read_bytes().split(b"\0")[2:3] == [b"--standby"]):
+                kill_pids([pid])
+    with open(cfg.state / "standby.log", "ab") as logf:
+        subprocess.Popen(["/usr/bin/python3", str(SIMHOST), "--standby", str(hosts_dir)],
+                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
+                         close_fds=True)
 
 
 def power_faults(h: dict) -> dict:

@@ -18,6 +18,10 @@ host's hardware:
 * wake: a magic packet (UDP, to the fleet's broadcast address) naming this host's MAC, while
   it sleeps. After the host's resume time (drawn once per host by lab/sim.py from the
   configured distribution) the cgroup thaws and the link comes up.
+* boot: after a power-on (not the first, at ``sim up``) the host answers after its boot time
+  (``boot_s``); the chassis is on meanwhile.
+* Wake-on-LAN from soft-off: ``simhost.py --standby HOSTS_DIR`` (one per simulator) is the
+  NICs' standby power: a magic packet for a host that is off powers it on through its BMC.
 * power off (``chassis power off``: VM command POWEROFF) kills every process of the host at
   once; soft off (``chassis power soft``: GRACEFUL_SHUTDOWN) does the same after the host's
   shutdown time, and only when the host is running (a sleeping or hung OS does not act on the
@@ -30,7 +34,8 @@ host's hardware:
 Everything the host went through is appended to ``<host dir>/power.jsonl`` (time, state, why):
 the simulator's ground truth for tests and for energy figures. Standard library only.
 
-Usage: simhost.py HOST_DIR   (HOST_DIR/host.json, written by lab/sim.py, says the rest)
+Usage: simhost.py HOST_DIR               (HOST_DIR/host.json, written by lab/sim.py, says the rest)
+       simhost.py --standby HOSTS_DIR    (Wake-on-LAN from soft-off for every host in HOSTS_DIR)
 """
 
 from __future__ import annotations
@@ -122,6 +127,7 @@ class Host:
         self.vm_buf = bytearray()
         self.next_connect = 0.0
         self.wake_at: float | None = None
+        self.boot_at: float | None = None
         self.soft_at: float | None = None
         self.sel = selectors.DefaultSelector()
         self.pending_signal: int | None = None
@@ -180,11 +186,20 @@ class Host:
         with contextlib.suppress(OSError):
             (self.dir / "sshd.pid").unlink()
 
-    def boot(self, why: str) -> None:
+    def boot(self, why: str, delay: float = 0.0) -> None:
         self.kill_all()                 # whatever a crash of an earlier run left
         self.cg.mkdir(parents=True, exist_ok=True)
         self.freeze(False)
         self.link(True)
+        if delay > 0:
+            # the BMC sees the chassis on; the OS answers after the boot time (run() starts it)
+            self.record("booting", why)
+            self.boot_at = time.monotonic() + delay
+            return
+        self.start_os(why)
+
+    def start_os(self, why: str) -> None:
+        self.boot_at = None
         procs = self.cg / "cgroup.procs"
 
         def into_cgroup():
@@ -320,7 +335,7 @@ class Host:
                 self.power_off("BMC power off")
                 return False
             if cmd[0] == VM_CMD_RESET:
-                self.boot("BMC reset")
+                self.boot("BMC reset", float(self.cfg.get("boot_s", 0.0)))
             elif cmd[0] == VM_CMD_GRACEFUL_SHUTDOWN:
                 if self.state == "on" and self.soft_at is None:
                     self.soft_at = time.monotonic() + float(self.cfg.get("shutdown_s", 1.0))
@@ -356,7 +371,9 @@ class Host:
         wol.bind((self.cfg["broadcast"], int(self.cfg["wol_port"])))
         wol.setblocking(False)
         self.sel.register(wol, selectors.EVENT_READ, "wol")
-        self.boot("power on")
+        first = not (self.dir / "power.jsonl").exists()
+        self.connect_vm()               # the chassis is on from the start, also while booting
+        self.boot("power on", 0.0 if first else float(self.cfg.get("boot_s", 0.0)))
         while True:
             sig, self.pending_signal = self.pending_signal, None
             if sig in (signal.SIGTERM, signal.SIGINT):
@@ -380,6 +397,8 @@ class Host:
                 elif key.data == "wol":
                     self.on_wol(wol)
             now = time.monotonic()
+            if self.boot_at is not None and now >= self.boot_at:
+                self.start_os("booted")
             if self.wake_at is not None and now >= self.wake_at:
                 self.wake("magic packet")
             if self.soft_at is not None and now >= self.soft_at:
@@ -396,7 +415,53 @@ class Host:
                 self.record("hung", "sshd exited")
 
 
+def standby(hosts_dir: Path) -> int:
+    """Wake-on-LAN from soft-off: a magic packet naming a host that is off (its power program
+    not running) powers it on through its BMC, as a NIC on standby power does (the BMC decides:
+    a chassis already on is left alone). Lost packets (the host's drop_wol fault) count here too."""
+    password = (hosts_dir.parent / "bmc-password").read_text().strip()
+    hosts = {}
+    for hj in sorted(hosts_dir.glob("*/host.json")):
+        cfg = json.loads(hj.read_text())
+        hosts[cfg["mac"]] = (hj.parent, cfg)
+    if not hosts:
+        return 0
+    any_cfg = next(iter(hosts.values()))[1]
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((any_cfg["broadcast"], int(any_cfg["wol_port"])))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    powered: dict[str, float] = {}       # MAC -> when this powered it on (a wave repeats packets)
+    while True:
+        mac = magic_packet_mac(sock.recv(2048))
+        if mac not in hosts or time.monotonic() - powered.get(mac, -1e9) < 10:
+            continue
+        hdir, cfg = hosts[mac]
+        try:
+            state = json.loads((hdir / "power.state").read_text()).get("state")
+        except (OSError, ValueError):
+            state = "off"
+        if state != "off":
+            continue
+        host = Host.__new__(Host)
+        host.dir = hdir
+        faults = Host.faults(host)
+        if int(faults.get("drop_wol", 0) or 0) > 0:
+            faults["drop_wol"] = int(faults["drop_wol"]) - 1
+            Host.set_faults(host, faults)
+            continue
+        powered[mac] = time.monotonic()
+        with open(hdir / "power.jsonl", "a") as fh:
+            fh.write(json.dumps({"t": round(time.time(), 3), "state": "off",
+                                 "why": "magic packet while off: the BMC powers it on"}) + "\n")
+        subprocess.run(["ipmitool", "-I", "lanplus", "-H", cfg["bmc_ip"], "-U", "admin", "-E", "-C", "3",
+                        "-N", "1", "-R", "2", "chassis", "power", "on"],
+                       env=dict(os.environ, IPMI_PASSWORD=password), capture_output=True, timeout=30, check=False)
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--standby":
+        return standby(Path(argv[1]))
     if len(argv) != 1:
         print(__doc__.rsplit("Usage: ", 1)[1].strip(), file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.sim
 
 NAME, SUBNET, HOSTS = "simp", "10.252.1.0/24", 6
 RESUME = "uniform:0.3:1.5"
+BOOT_S = 2.0            # after a power-on (not the first) the host answers after this
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def psim(tmp_path_factory):
     why = missing_tools()
     if why:
         pytest.skip(why)
-    s = Sim(tmp_path_factory.mktemp("psim"), name=NAME, subnet=SUBNET, SIM_RESUME=RESUME)
+    s = Sim(tmp_path_factory.mktemp("psim"), name=NAME, subnet=SUBNET, SIM_RESUME=RESUME, SIM_BOOT=str(BOOT_S))
     s.cli("down")
     s.cli("up", "--hosts", str(HOSTS))
     yield s
@@ -233,8 +234,38 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
     assert all(chassis(psim, n) == "off" for n in off)
     shift("-e", "gear=3", "-e", '{"gear_up_methods": ["ipmi"]}')
     for n in off:
-        assert last(psim, n)["state"] == "on" and last(psim, n)["why"] == "power on" and answers(hosts[n]["ip"])
+        assert last(psim, n)["state"] == "on" and last(psim, n)["why"] == "booted" and answers(hosts[n]["ip"])
     assert all(r["power"] == "on" and r["ssh"] for r in psim.status().values())
+
+
+def test_soft_off_parking_and_wake_on_lan_from_soft_off_slower_than_the_wol_wait(psim, tmp_path):
+    """3 -> 2 by soft off (the OS shuts down on the ACPI power button); 2 -> 3 by magic packets,
+    which power the hosts on from soft-off (the NIC's standby power asks the BMC), with a WoL
+    wait (1 s) shorter than their boot (2 s): the ipmi step finds the chassis on that was off
+    before the wake, sends nothing and waits for the boot, and the result names WoL (on the lab,
+    TCG guests booting under load outran the WoL wait and the shift failed, calling them hung)."""
+    gear = tmp_path / "gear"
+    hosts = psim.hosts()
+
+    def shift(*extra):
+        proc = psim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        return json.loads((gear / "state.json").read_text())
+
+    shift("-e", "gear=2", "-e", "gear_down_method=soft")
+    off = [n for n in hosts if last(psim, n)["state"] == "off"]
+    assert len(off) == 2 and all(last(psim, n)["why"].startswith("BMC soft off") for n in off), off
+    st = shift("-e", "gear=3", "-e", "gear_wol_timeout_s=1")
+    acts = {a["host"]: a for a in st["actions"]}
+    assert set(acts) == set(off), st["actions"]
+    for n in off:
+        a = acts[n]
+        assert a["ok"] and a["method"] == "wol", a
+        assert [(t["method"], t["ok"]) for t in a["attempts"]] == [("wol", False), ("ipmi", True)], a
+        assert "chassis on since the wake (booting), no command sent" in a["attempts"][1]["report"], a
+        whys = [r["why"] for r in psim.power_log(n)]
+        assert whys[-3:] == ["magic packet while off: the BMC powers it on", "power on", "booted"], whys
+        assert answers(hosts[n]["ip"])
 
 
 def test_down_stops_every_bmc_and_power_program(psim):
