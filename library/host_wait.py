@@ -100,11 +100,10 @@ probes:
   type: int
 """
 
-import re
-import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.observe import answers
 from ansible.module_utils.fleetnap.validate import check_params, name, number
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
@@ -117,25 +116,6 @@ CHECKS = {
     "probe_timeout": number(lo=0, lo_open=True, hi=300),
     "silent_for": number(lo=0, hi=3600),
 }
-
-
-def answers(host, port, greeting, timeout):
-    """True if the service accepts a connection and (when given) greets as expected."""
-    try:
-        conn = socket.create_connection((host, port), timeout=timeout)
-    except (OSError, socket.timeout):
-        return False
-    try:
-        if not greeting:
-            return True
-        conn.settimeout(timeout)
-        try:
-            data = conn.recv(256)
-        except (OSError, socket.timeout):
-            return False
-        return bool(re.search(greeting, data.decode("ascii", "replace")))
-    finally:
-        conn.close()
 
 
 def main():

@@ -386,7 +386,42 @@ RESUME_SUMMARY = [
     ("unknown option", dict(RS, dest="/tmp/x"), "Unsupported parameters"),
 ]
 
+# gear_observe: probes 127.0.0.1:9 (nothing greets there) when an input is wrongly accepted.
+OH = {"name": "h1", "address": "127.0.0.1", "port": 9}
+OB = dict(OH, bmc_address="127.0.0.1", bmc_port=9, bmc_user="admin", bmc_password="Fn7-pw-c9e1b4")
+GO = {"hosts": [OH], "probe_timeout": 0.2, "rate_limit_dir": "{tmp}/rl"}
+GEAR_OBSERVE = [
+    ("probe_timeout nan", dict(GO, probe_timeout=NAN), "option probe_timeout: must be a finite number"),
+    ("probe_timeout inf", dict(GO, probe_timeout=INF), "option probe_timeout: must be a finite number"),
+    ("probe_timeout 0", dict(GO, probe_timeout=0), "option probe_timeout: must be > 0"),
+    ("probe_timeout an hour", dict(GO, probe_timeout=3600), "option probe_timeout: must be > 0 and <= 60"),
+    ("bmc_concurrency 0", dict(GO, bmc_concurrency=0), "option bmc_concurrency: must be >= 1"),
+    ("bmc_concurrency a million", dict(GO, bmc_concurrency=1000000), "option bmc_concurrency: must be >= 1 and <= 256"),
+    ("probe_concurrency 0", dict(GO, probe_concurrency=0), "option probe_concurrency: must be >= 1"),
+    ("min_interval nan", dict(GO, min_interval=NAN), "option min_interval: must be a finite number"),
+    ("retries 1000", dict(GO, retries=1000), "option retries: must be >= 0 and <= 10"),
+    ("session_timeout 0", dict(GO, session_timeout=0), "option session_timeout: must be >= 1"),
+    ("rate_limit_dir relative", dict(GO, rate_limit_dir="cache/bmc"), "option rate_limit_dir: must be an absolute path"),
+    ("hosts a number", dict(GO, hosts=5), "'hosts' must be a list"),
+    ("host with an unknown key", dict(GO, hosts=[dict(OH, colour="red")]), "hosts.colour"),
+    ("host without address", dict(GO, hosts=[{"name": "h1"}]), "address"),
+    ("host address with a space", dict(GO, hosts=[dict(OH, address="lab 1")]),
+     "option hosts[0].address: must be a host name or address"),
+    ("host port 0", dict(GO, hosts=[dict(OH, port=0)]), "option hosts[0].port: must be >= 1 and <= 65535"),
+    ("host port 70000", dict(GO, hosts=[dict(OH, port=70000)]), "option hosts[0].port: must be >= 1 and <= 65535"),
+    ("host name with a newline", dict(GO, hosts=[dict(OH, name="h\n1")]), "option hosts[0].name: must be an inventory name"),
+    ("host listed twice", dict(GO, hosts=[OH, dict(OH, address="127.0.0.2")]), "option hosts[1].name: 'h1' is listed twice"),
+    ("bmc address with a slash", dict(GO, hosts=[dict(OB, bmc_address="10.0.0.1/24")]),
+     "option hosts[0].bmc_address: must be a host name or address"),
+    ("bmc port 0", dict(GO, hosts=[dict(OB, bmc_port=0)]), "option hosts[0].bmc_port: must be >= 1 and <= 65535"),
+    ("bmc user with a newline", dict(GO, hosts=[dict(OB, bmc_user="admin\nroot")]), "option hosts[0].bmc_user: must be a user name"),
+    ("cipher suite 99", dict(GO, hosts=[dict(OB, cipher_suite=99)]), "option hosts[0].cipher_suite: must be >= 0 and <= 17"),
+    ("host port text", dict(GO, hosts=[dict(OH, port="ssh")]), "port"),
+]
+
+
 TABLES = {
+    "gear_observe": GEAR_OBSERVE,
     "wake_on_lan": WAKE_ON_LAN,
     "cpuidle_info": CPUIDLE_INFO,
     "cstate_residency": CSTATE_RESIDENCY,

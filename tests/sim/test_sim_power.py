@@ -200,6 +200,43 @@ def test_faults_lost_magic_packets_a_hung_host_and_a_dead_bmc(psim):
     assert proc.returncode != 0 and "unknown host" in proc.stderr
 
 
+def test_gear_observe_sees_every_host_and_its_bmc_at_once(psim, tmp_path):
+    """fleetnap's gear_observe (one call for the fleet) against the real BMCs: a host asleep in S3
+    (silent, chassis on), one powered off (silent, chassis off), one whose BMC is dead (answers,
+    bmc_error), one without credentials, the others on; the password in no output."""
+    hosts = psim.hosts()
+    asleep, off, dead, nocred = "%s1" % NAME, "%s2" % NAME, "%s3" % NAME, "%s4" % NAME
+    password = (psim.state / "bmc-password").read_text().strip()
+    suspend(psim, asleep)
+    wait("S3", lambda: last(psim, asleep)["state"] == "S3")
+    assert psim.ipmitool(off, "chassis", "power", "off").returncode == 0
+    wait("off", lambda: last(psim, off)["state"] == "off")
+    psim.cli("fault", dead, "bmc-down")
+    try:
+        targets = [{"name": n, "address": h["ip"], "bmc_address": h["bmc_ip"], "bmc_user": "admin",
+                    "bmc_password": "" if n == nocred else password} for n, h in hosts.items()]
+        args = {"hosts": targets, "probe_timeout": 2, "bmc_concurrency": 8, "rate_limit_dir": str(tmp_path / "rl")}
+        proc = subprocess.run([str(VENV_BIN / "ansible"), "localhost", "-vvv", "-m", "gear_observe", "-a", json.dumps(args)],
+                              capture_output=True, text=True, timeout=120, cwd=str(REPO),
+                              env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")))
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        assert password not in proc.stdout + proc.stderr
+        seen = json.loads(proc.stdout[proc.stdout.index("{", proc.stdout.index("SUCCESS")):])["hosts"]
+    finally:
+        psim.cli("fault", dead, "bmc-up")
+    assert (seen[asleep]["ssh"], seen[asleep]["bmc"]) == (False, "on")
+    assert (seen[off]["ssh"], seen[off]["bmc"]) == (False, "off")
+    assert seen[dead]["ssh"] and seen[dead]["bmc"] is None and "did not answer" in seen[dead]["bmc_error"]
+    assert seen[nocred]["ssh"] and seen[nocred]["bmc"] is None and "no password for BMC" in seen[nocred]["bmc_error"]
+    for n in set(hosts) - {asleep, off, dead, nocred}:
+        assert (seen[n]["ssh"], seen[n]["bmc"], seen[n]["bmc_error"]) == (True, "on", ""), (n, seen[n])
+    # back as they were, for the tests after this one
+    magic_packet(psim, asleep)
+    assert psim.ipmitool(off, "chassis", "power", "on").returncode == 0
+    wait("SSH", lambda: answers(hosts[asleep]["ip"]) and answers(hosts[off]["ip"]))
+    wait("BMC", lambda: chassis(psim, dead) == "on", timeout=20)
+
+
 def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(psim, tmp_path):
     """gear_shift.yml unchanged: 3 -> 1 parks two groups in S3 (the hosts' own writes), 1 -> 3
     wakes them by magic packets; then 3 -> 2 powers a group off through the BMCs and 2 -> 3

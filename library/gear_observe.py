@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gear_observe
+short_description: Observe a whole fleet's power state at once, from the controller
+description:
+  - Runs on the controller, once for all hosts (C(run_once), delegated to localhost). For every
+    host it probes the SSH greeting and reads the chassis power from its BMC (IPMI over LAN),
+    all concurrently in this one process, and returns what it saw per host.
+  - This is what a gear shift observes before it plans and after it acted. One call costs one
+    probe timeout plus a few BMC round trips, however many hosts; the same questions asked per
+    host by M(host_wait) and M(bmc_power) start two Python processes on the controller per
+    host.
+  - A silent host and an unanswering BMC are observations, not failures; the module fails only
+    on bad input. A greeting (not an open port) is an answer, as for M(host_wait), and no
+    Python is started on any host.
+  - BMC reads are rate-limited per BMC (O(min_interval), shared with M(bmc_power)), retried when
+    the BMC does not answer, and at most O(bmc_concurrency) run at a time. Passwords reach
+    ipmitool only through its environment (C(-E)), never its command line.
+version_added: "0.2.0"
+author: fleetnap contributors (@fleetnap)
+options:
+  hosts:
+    description: The hosts to observe.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Inventory name (the key of the result).
+        type: str
+        required: true
+      address:
+        description: Address the host answers on.
+        type: str
+        required: true
+      port:
+        description: TCP port of its SSH service.
+        type: int
+        default: 22
+      bmc_address:
+        description:
+          - Address of its BMC; empty or absent = no BMC (the result says so).
+          - A BMC without O(hosts[].bmc_user) or O(hosts[].bmc_password) is reported as not readable
+            (C(bmc_error)), as an unanswering one is.
+        type: str
+      bmc_port:
+        description: UDP port of its BMC.
+        type: int
+        default: 623
+      bmc_user:
+        description: BMC user.
+        type: str
+      bmc_password:
+        description: BMC password (never logged, never on a command line).
+        type: str
+      cipher_suite:
+        description: IPMI 2.0 cipher suite.
+        type: int
+        default: 3
+  probe_timeout:
+    description: Seconds a host has to greet (probes are repeated within it while refused).
+    type: float
+    default: 3
+  bmc_concurrency:
+    description: BMC reads in flight at most.
+    type: int
+    default: 4
+  probe_concurrency:
+    description: SSH probes in flight at most.
+    type: int
+    default: 256
+  min_interval:
+    description: Seconds between two commands to one BMC (shared with M(bmc_power) through O(rate_limit_dir)).
+    type: float
+    default: 1
+  retries:
+    description: Retries of a BMC read that got no answer.
+    type: int
+    default: 2
+  session_timeout:
+    description: Seconds ipmitool waits for one answer of the BMC.
+    type: int
+    default: 2
+  rate_limit_dir:
+    description: Where the per-BMC rate limit is kept on the controller.
+    type: path
+    default: ~/.cache/fleetnap/bmc
+attributes:
+  check_mode:
+    support: full
+    description: It only reads; check mode observes the same.
+  diff_mode:
+    support: none
+    description: It changes nothing.
+  platform:
+    description: Runs on the controller; ipmitool is needed there for hosts with a BMC.
+    support: full
+    platforms: posix
+seealso:
+  - module: host_wait
+  - module: bmc_power
+"""
+
+EXAMPLES = r"""
+- name: Observe every host of the shift at once
+  gear_observe:
+    hosts: "{{ ansible_play_hosts_all | map('extract', hostvars, '__gear_probe') | list }}"
+    probe_timeout: 3
+  delegate_to: localhost
+  run_once: true
+  register: observed
+"""
+
+RETURN = r"""
+hosts:
+  description: What was seen, per host name.
+  returned: always
+  type: dict
+  sample:
+    lab1: {ssh: true, ssh_s: 0.004, probes: 1, bmc: "on", bmc_configured: true, bmc_error: ""}
+    lab2: {ssh: false, ssh_s: null, probes: 14, bmc: "on", bmc_configured: true, bmc_error: ""}
+elapsed_s:
+  description: Seconds the whole observation took.
+  returned: always
+  type: float
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.ipmi import Bmc
+from ansible.module_utils.fleetnap.observe import observe
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, number, path
+
+ADDRESS = name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address")
+CHECKS = {
+    "probe_timeout": number(lo=0, lo_open=True, hi=60),
+    "bmc_concurrency": number(lo=1, hi=256, integer=True),
+    "probe_concurrency": number(lo=1, hi=4096, integer=True),
+    "min_interval": number(lo=0, hi=600),
+    "retries": number(lo=0, hi=10, integer=True),
+    "session_timeout": number(lo=1, hi=60, integer=True),
+    "rate_limit_dir": path(),
+}
+HOST_CHECKS = {
+    "name": name(r"^[^\x00-\x1f]{1,255}$", "an inventory name of 1-255 printable characters"),
+    "address": ADDRESS,
+    "port": number(lo=1, hi=65535, integer=True),
+    "bmc_address": ADDRESS,
+    "bmc_port": number(lo=1, hi=65535, integer=True),
+    "bmc_user": name(r"^[^\x00-\x1f]{1,64}$", "a user name of 1-64 printable characters"),
+    "cipher_suite": number(lo=0, hi=17, integer=True),
+}
+MAX_HOSTS = 100000
+
+
+def check_hosts(hosts):
+    """Every entry's fields as the module's own options are checked; names unique; a BMC given
+    whole (address, user and password) or not at all. Raises ParamError naming hosts[i].field."""
+    if len(hosts) > MAX_HOSTS:
+        raise ParamError("option hosts: at most %d hosts, got %d" % (MAX_HOSTS, len(hosts)))
+    seen = set()
+    for i, h in enumerate(hosts):
+        where = "hosts[%d]" % i
+        for field, check in HOST_CHECKS.items():
+            if h.get(field) not in (None, "") or field in ("name", "address"):
+                check("%s.%s" % (where, field), h.get(field))
+        if h["name"] in seen:
+            raise ParamError("option %s.name: %r is listed twice" % (where, h["name"]))
+        seen.add(h["name"])
+
+
+class Unusable(object):
+    """A BMC the inventory names without the credentials to ask it: an observation (this host's
+    bmc_error), not a failure of the whole observation."""
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def status(self):
+        raise ValueError(self.reason)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            hosts=dict(type="list", elements="dict", required=True, options=dict(
+                name=dict(type="str", required=True),
+                address=dict(type="str", required=True),
+                port=dict(type="int", default=22),
+                bmc_address=dict(type="str"),
+                bmc_port=dict(type="int", default=623),
+                bmc_user=dict(type="str"),
+                bmc_password=dict(type="str", no_log=True),
+                cipher_suite=dict(type="int", default=3),
+            )),
+            probe_timeout=dict(type="float", default=3),
+            bmc_concurrency=dict(type="int", default=4),
+            probe_concurrency=dict(type="int", default=256),
+            min_interval=dict(type="float", default=1),
+            retries=dict(type="int", default=2),
+            session_timeout=dict(type="int", default=2),
+            rate_limit_dir=dict(type="path", default="~/.cache/fleetnap/bmc"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    check_params(module, CHECKS)
+    try:
+        check_hosts(p["hosts"])
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
+    started = time.time()
+    with_bmc = [h for h in p["hosts"] if h.get("bmc_address")]
+    ipmitool = module.get_bin_path("ipmitool", required=bool(with_bmc))
+    timeout_bin = module.get_bin_path("timeout")
+
+    def runner(argv, env):
+        # The password travels in env only; argv has -E and no secret.
+        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
+
+    targets = []
+    for h in p["hosts"]:
+        bmc = None
+        missing = [f for f in ("bmc_user", "bmc_password") if not h.get(f)]
+        if h.get("bmc_address") and missing:
+            bmc = Unusable("no %s for BMC %s:%d: give %s, for example the password from the controller's "
+                           "environment with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')"
+                           % (" or ".join(f[4:] for f in missing), h["bmc_address"], h["bmc_port"],
+                              " and ".join(missing)))
+        elif h.get("bmc_address"):
+            bmc = Bmc(runner, ipmitool, h["bmc_address"], h["bmc_port"], h["bmc_user"], h["bmc_password"],
+                      cipher_suite=h["cipher_suite"], session_timeout=p["session_timeout"],
+                      min_interval=p["min_interval"], retries=p["retries"], state_dir=p["rate_limit_dir"],
+                      guard=[timeout_bin] if timeout_bin else None)
+        targets.append({"name": h["name"], "address": h["address"], "port": h["port"], "bmc": bmc})
+    seen = observe(targets, p["probe_timeout"], lambda bmc: bmc.status(),
+                   probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"])
+    module.exit_json(changed=False, hosts=seen, elapsed_s=round(time.time() - started, 3))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""gear_shift.yml on the simulated fleet with power, against its floor (issue 17).
+
+For each fleet size N (``--sizes``, default 30,100): a fresh simulator of N hosts (lab/sim.py,
+its own name, subnet and state; every host a real ipmi_sim BMC, S3 by its own write, a wake by
+a real magic packet after its own resume time), then, each from cold SSH connections:
+
+1. the floor's first part: one ``ansible -m ping`` round over the same N hosts;
+2. ``gear_shift.yml -e gear=1`` (3 -> 1: two thirds of the hosts parked in S3);
+3. ``gear_shift.yml -e gear=3`` (1 -> 3: woken by magic packets).
+
+floor(down) = ping + the slowest host's own transition down (gear_member schedules the suspend
+one second after its session closed; the host is silent as soon as it writes);
+floor(up) = ping + the slowest woken host's resume time (the simulator's draw, read back from
+its table). Each shift's result must be ok and every host where the plan put it (checked in the
+simulator's own power logs, not in what the playbook says), so no run can win by doing nothing.
+
+    python tests/bench/bench_gear_shift_sim.py [--sizes 30,100,300] [--json out.json]
+
+Target (issue 17): each shift <= 1.5x its floor. Prints one line per figure with its ratio;
+exit 0 when every run succeeded and verified (a MISSed target is reported, not an error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+SIM = ["/usr/bin/python3", str(REPO / "lab" / "sim.py")]
+TARGET = 1.5
+SUSPEND_DEFER_S = 1.0          # gear_member's detached write waits this long after the session
+
+
+class BenchError(Exception):
+    pass
+
+
+def sim(base: Path, n: int, *args: str, timeout: int = 900) -> str:
+    subnet = ipaddress.ip_network("10.249.0.0/20")
+    cmd = SIM + ["--state", str(base / "state"), "--inventory", str(base / "inv"), "--name", "bgs",
+                 "--subnet", str(subnet)] + list(args)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise BenchError("sim.py %s: %s" % (" ".join(args), proc.stderr.strip()[-2000:]))
+    return proc.stdout
+
+
+def ansible_env(base: Path, tag: str) -> dict:
+    cp = base / ("cp-" + tag)           # cold SSH connections for every run
+    cp.mkdir(parents=True, exist_ok=True)
+    return dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_SSH_CONTROL_PATH_DIR=str(cp), ANSIBLE_FORKS="50")
+
+
+def timed(cmd: list[str], env: dict, timeout: int = 3600) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+    return time.monotonic() - t0, proc
+
+
+def power_states(base: Path) -> dict:
+    out = {}
+    for hdir in (base / "state" / "hosts").iterdir():
+        lines = (hdir / "power.jsonl").read_text().splitlines()
+        out[hdir.name] = json.loads(lines[-1])["state"]
+    return out
+
+
+def one_size(n: int, keep: bool) -> dict:
+    base = Path(tempfile.mkdtemp(prefix="fleetnap-bench-gear-%d." % n))
+    try:
+        sim(base, n, "down")
+        t0 = time.monotonic()
+        sim(base, n, "up", "--hosts", str(n))
+        up_s = time.monotonic() - t0
+        table = json.loads((base / "state" / "sim.json").read_text())
+        resume = {h["name"]: h["resume_s"] for h in table["hosts"]}
+        inv = str(base / "inv")
+        ping_s, proc = timed([str(VENV_BIN / "ansible"), "-i", inv, "all", "-m", "ansible.builtin.ping"],
+                             ansible_env(base, "ping"))
+        if proc.returncode != 0:
+            raise BenchError("ping round failed: %s" % proc.stdout[-2000:])
+        gear_dir = base / "gear"
+        shift = [str(VENV_BIN / "ansible-playbook"), "-i", inv, str(REPO / "playbooks" / "gear_shift.yml"),
+                 "-e", "gear_state_dir=%s" % gear_dir]
+        down_s, proc = timed(shift + ["-e", "gear=1"], ansible_env(base, "down"))
+        if proc.returncode != 0:
+            raise BenchError("3 -> 1 failed: %s" % proc.stdout[-3000:])
+        states = power_states(base)
+        parked = sorted(h for h, s in states.items() if s != "on")
+        group = {h["name"]: h["gear_group"] for h in table["hosts"]}
+        off_groups = {group[h] for h in parked}
+        if len(off_groups) != 2 or any(states[h] != "S3" for h in parked) \
+                or sorted(h for h in group if group[h] in off_groups) != parked:
+            raise BenchError("3 -> 1 did not park exactly two gear groups in S3: %s" % states)
+        up_shift_s, proc = timed(shift + ["-e", "gear=3"], ansible_env(base, "up"))
+        if proc.returncode != 0:
+            raise BenchError("1 -> 3 failed: %s" % proc.stdout[-3000:])
+        states = power_states(base)
+        if any(s != "on" for s in states.values()):
+            raise BenchError("1 -> 3 left hosts down: %s" % {h: s for h, s in states.items() if s != "on"})
+        floor_down = ping_s + SUSPEND_DEFER_S
+        floor_up = ping_s + max(resume[h] for h in parked)
+        return {"hosts": n, "sim_up_s": round(up_s, 2), "ping_s": round(ping_s, 2), "parked": len(parked),
+                "down_s": round(down_s, 2), "floor_down_s": round(floor_down, 2),
+                "down_ratio": round(down_s / floor_down, 2),
+                "up_s": round(up_shift_s, 2), "floor_up_s": round(floor_up, 2),
+                "slowest_resume_s": max(resume[h] for h in parked),
+                "up_ratio": round(up_shift_s / floor_up, 2)}
+    finally:
+        if not keep:
+            try:
+                sim(base, n, "down")
+            finally:
+                subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="30,100", help="fleet sizes, comma-separated (default 30,100)")
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--keep", action="store_true", help="leave the last simulator running")
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    rows = []
+    try:
+        for i, n in enumerate(sizes):
+            row = one_size(n, args.keep and i == len(sizes) - 1)
+            rows.append(row)
+            for what in ("down", "up"):
+                ratio = row["%s_ratio" % what]
+                print("gear shift %-4s %4d hosts: %7.1f s, floor %6.1f s (ping %.1f s + slowest transition) "
+                      "= %.2fx floor, target <= %.1fx: %s"
+                      % ("3->1" if what == "down" else "1->3", n, row["%s_s" % what], row["floor_%s_s" % what],
+                         row["ping_s"], ratio, TARGET, "PASS" if ratio <= TARGET else "MISS"), flush=True)
+    except BenchError as exc:
+        print("bench_gear_shift_sim: %s" % exc, file=sys.stderr)
+        return 1
+    if len(rows) > 1:
+        first = rows[0]
+        for row in rows[1:]:
+            print("growth %d -> %d hosts (x%.1f): down x%.2f, up x%.2f, ping x%.2f"
+                  % (first["hosts"], row["hosts"], row["hosts"] / first["hosts"], row["down_s"] / first["down_s"],
+                     row["up_s"] / first["up_s"], row["ping_s"] / first["ping_s"]))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

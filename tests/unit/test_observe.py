@@ -1,0 +1,151 @@
+"""The concurrent fleet observation (module_utils/fleetnap/observe.py) that gear_observe runs:
+one probe per host and one BMC read per BMC, all at once, with bounded concurrency; a silent host
+or an unanswering BMC is an observation, never an exception. Real sockets on 127.0.0.1 for the
+probe; the BMC client is the error path's stand-in (the real one is ipmitool against ipmi_sim in
+tests/modules and on the simulator)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from ansible.module_utils.fleetnap.observe import answers, answers_within, observe
+
+
+@pytest.fixture
+def greeter():
+    """A TCP server on 127.0.0.1 that greets like sshd, and one that accepts and says nothing."""
+    servers = []
+
+    def serve(greeting: bytes | None):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(64)
+        servers.append(srv)
+
+        def loop():
+            while True:
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    return
+                if greeting:
+                    conn.sendall(greeting)
+                    conn.close()
+                else:
+                    servers.append(conn)           # held open, silent: a NAT in front of a sleeper
+
+        threading.Thread(target=loop, daemon=True).start()
+        return srv.getsockname()[1]
+
+    yield serve
+    for s in servers:
+        s.close()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_a_greeting_is_an_answer_an_open_silent_port_is_not(greeter):
+    ssh = greeter(b"SSH-2.0-OpenSSH_9.2\r\n")
+    mute = greeter(None)
+    assert answers("127.0.0.1", ssh, "^SSH-", 1.0)
+    assert not answers("127.0.0.1", mute, "^SSH-", 0.3)
+    assert answers("127.0.0.1", mute, "", 0.3)                       # no greeting asked: connect is enough
+    assert not answers("127.0.0.1", free_port(), "^SSH-", 0.3)       # refused
+
+
+def test_a_refused_host_is_probed_again_until_the_timeout():
+    calls = []
+    clock = [0.0]
+
+    def probe(host, port, greeting, timeout):
+        calls.append(timeout)
+        return len(calls) == 4                                        # answers on the 4th probe
+
+    def sleep(s):
+        clock[0] += s
+
+    ok, probes, took = answers_within("h", 22, "^SSH-", 3.0, interval=0.2, clock=lambda: clock[0],
+                                      sleep=sleep, probe=probe)
+    assert ok and probes == 4 and took == pytest.approx(0.6)
+    calls.clear()
+    clock[0] = 0.0
+    ok, probes, took = answers_within("h", 22, "^SSH-", 1.0, interval=0.2, clock=lambda: clock[0],
+                                      sleep=sleep, probe=lambda *a: calls.append(1) and False)
+    assert not ok and took is None and 4 <= probes <= 6
+
+
+class FakeBmc:
+    """Stand-in BMC client for the error paths: answers, refuses, or raises."""
+
+    def __init__(self, answer, delay=0.0):
+        self.answer, self.delay = answer, delay
+
+    def status(self):
+        time.sleep(self.delay)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_every_host_observed_and_every_failure_is_a_per_host_observation(greeter):
+    ssh = greeter(b"SSH-2.0-x\r\n")
+    hosts = [
+        {"name": "up", "address": "127.0.0.1", "port": ssh, "bmc": FakeBmc("on")},
+        {"name": "asleep", "address": "127.0.0.1", "port": free_port(), "bmc": FakeBmc("on")},
+        {"name": "off", "address": "127.0.0.1", "port": free_port(), "bmc": FakeBmc("off")},
+        {"name": "deadbmc", "address": "127.0.0.1", "port": ssh, "bmc": FakeBmc(RuntimeError("BMC 10.0.0.9:623 did not answer"))},
+        {"name": "nobmc", "address": "127.0.0.1", "port": ssh, "bmc": None},
+    ]
+    seen = observe(hosts, 0.5, lambda b: b.status())
+    assert seen["up"] == {"ssh": True, "ssh_s": seen["up"]["ssh_s"], "probes": 1, "bmc": "on",
+                          "bmc_configured": True, "bmc_error": ""}
+    assert not seen["asleep"]["ssh"] and seen["asleep"]["bmc"] == "on" and seen["asleep"]["probes"] > 1
+    assert not seen["off"]["ssh"] and seen["off"]["bmc"] == "off"
+    assert seen["deadbmc"]["ssh"] and seen["deadbmc"]["bmc"] is None
+    assert seen["deadbmc"]["bmc_error"] == "BMC 10.0.0.9:623 did not answer"
+    assert seen["nobmc"]["bmc_configured"] is False and seen["nobmc"]["bmc"] is None
+
+
+def test_all_at_once_within_bounds_of_concurrency():
+    """60 hosts are probed at the same time (up to probe_concurrency), and BMC reads never
+    exceed their own concurrency: counted in flight, not timed."""
+    lock = threading.Lock()
+    count = {"probe": [0, 0], "bmc": [0, 0]}          # [in flight, peak]
+
+    def enter(kind):
+        with lock:
+            count[kind][0] += 1
+            count[kind][1] = max(count[kind][1], count[kind][0])
+
+    def leave(kind):
+        with lock:
+            count[kind][0] -= 1
+
+    def probe(host, port, greeting, timeout):
+        enter("probe")
+        time.sleep(0.05)
+        leave("probe")
+        return True
+
+    class Counting(FakeBmc):
+        def status(self):
+            enter("bmc")
+            time.sleep(0.05)
+            leave("bmc")
+            return "on"
+
+    hosts = [{"name": "h%d" % i, "address": "127.0.0.1", "port": 22, "bmc": Counting("on")} for i in range(60)]
+    seen = observe(hosts, 0.5, lambda b: b.status(), probe_concurrency=25, bmc_concurrency=3, probe=probe)
+    assert len(seen) == 60 and all(r["ssh"] and r["bmc"] == "on" for r in seen.values())
+    assert count["bmc"][1] == 3
+    assert count["probe"][1] == 25
