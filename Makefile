@@ -6,7 +6,7 @@
 #   make lint       ansible-lint (production profile), ansible-doc for every module, and the
 #                   built collection through ansible-test sanity, antsibull-docs, galaxy-importer
 #   make bench      benchmarks (ratios against a baseline measured in the same run); leaves
-#                   no simulator or lab running
+#                   no simulator or lab running (BENCH_SHIFT_SIZES: gear shifts on 30,100,300 hosts)
 #   make lab-up | lab-down | lab-status
 #   make sim-up | sim-down | sim-status   the 100-host fleet simulator (network namespaces + sshd)
 #   make collection | ee-context   the fleetnap.power collection, an ansible-builder context
@@ -121,10 +121,13 @@ demo: setup lab-up
 	echo "open in a browser)"; \
 	echo "The lab keeps running: make lab-status, make lab-down"
 
+# Fleet sizes of the gear-shift benchmark on the simulator (each its own simulator, taken down after).
+BENCH_SHIFT_SIZES ?= 30,100,300
 bench: setup
 	$(BIN)/python tests/bench/bench_pm_timeline.py
 	$(BIN)/python tests/bench/bench_gear_plan.py
 	@rc=0; $(MAKE) --no-print-directory sim-up && $(BIN)/python tests/bench/bench_apply_profile.py || rc=$$?; \
 	$(MAKE) --no-print-directory sim-down; [ $$rc = 0 ] || exit $$rc; \
+	$(BIN)/python tests/bench/bench_gear_shift_sim.py --sizes $(BENCH_SHIFT_SIZES) || exit $$?; \
 	$(MAKE) --no-print-directory lab-up && $(BIN)/python tests/bench/bench_gear_shift.py || rc=$$?; \
 	$(MAKE) --no-print-directory lab-down; exit $$rc

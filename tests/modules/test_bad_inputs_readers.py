@@ -567,7 +567,7 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
 
 
 def test_every_table_has_at_least_15_cases():
-    assert set(TABLES) == {"wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
+    assert set(TABLES) == {"gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
                            "powernap_advice", "resume_summary", "fleet_report", "gear_plan", "gear_shift_plan",
                            "shift_lock"}
     for module, table in TABLES.items():
