@@ -9,6 +9,7 @@ checked against it is what an operator sees: SSH answering or not, the BMC's cha
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -76,6 +77,13 @@ def magic_packet(psim: Sim, host: str) -> dict:
                           env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")))
     assert proc.returncode == 0 and "CHANGED" in proc.stdout, proc.stdout + proc.stderr
     return args
+
+
+def shift_to(psim: Sim, gear, *extra: str) -> dict:
+    """gear_shift.yml as an operator runs it (its state in GEAR); it must succeed; its state.json."""
+    proc = psim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return json.loads((gear / "state.json").read_text())
 
 
 def chassis(psim: Sim, host: str) -> str:
@@ -243,11 +251,7 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
     powers it on through them. The power logs agree with every result."""
     gear = tmp_path / "gear"
     hosts = psim.hosts()
-
-    def shift(*extra):
-        proc = psim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-        return json.loads((gear / "state.json").read_text())
+    shift = functools.partial(shift_to, psim, gear)
 
     before = {n: len(psim.power_log(n)) for n in hosts}
     shift("-e", "gear=1")
@@ -283,11 +287,7 @@ def test_soft_off_parking_and_wake_on_lan_from_soft_off_slower_than_the_wol_wait
     TCG guests booting under load outran the WoL wait and the shift failed, calling them hung)."""
     gear = tmp_path / "gear"
     hosts = psim.hosts()
-
-    def shift(*extra):
-        proc = psim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra)
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-        return json.loads((gear / "state.json").read_text())
+    shift = functools.partial(shift_to, psim, gear)
 
     shift("-e", "gear=2", "-e", "gear_down_method=soft")
     off = [n for n in hosts if last(psim, n)["state"] == "off"]
