@@ -364,7 +364,7 @@ class Host:
 
     # -- main loop -----------------------------------------------------------------------------
     def run(self) -> int:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             signal.signal(sig, lambda signum, _frame: setattr(self, "pending_signal", signum))
         wol = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         wol.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -379,12 +379,7 @@ class Host:
             if sig in (signal.SIGTERM, signal.SIGINT):
                 self.power_off("stopped (signal %d)" % sig)
                 return 0
-            if sig == signal.SIGHUP:
-                # lab/sim.py reset: the host as it was first started, its disk wiped too.
-                self.kill_all()
-                subprocess.run(["rm", "-rf", "--one-file-system", str(self.dir / "disk")], check=False)
-                self.boot("reset by the simulator")
-            elif sig == signal.SIGUSR1 and self.state == "on":
+            if sig == signal.SIGUSR1 and self.state == "on":       # lab/sim.py fault HOST hang
                 self.freeze(True)
                 self.link(False)
                 self.record("hung", "fault: hang")
