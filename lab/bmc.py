@@ -14,6 +14,7 @@ sends it POWEROFF / GRACEFUL_SHUTDOWN / RESET, and kills it when it has not gone
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -57,6 +58,19 @@ set_working_mc 0x20
        "startnow": "true" if startnow else "false", "poweroff_wait": poweroff_wait,
        "kill_wait": kill_wait, "comment": "  # %s\n" % comment if comment else "",
        "user": USER, "password": password}
+
+
+def write_config(directory: Path, conf: str) -> None:
+    """DIRECTORY/lan.conf (created 0600: it holds the password, never readable by others, not
+    even briefly; replaced atomically) and DIRECTORY/bmc.emu."""
+    tmp = directory / "lan.conf.tmp"
+    if tmp.exists():
+        tmp.unlink()
+    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(conf)
+    os.replace(tmp, directory / "lan.conf")
+    (directory / "bmc.emu").write_text(EMU)
 
 
 def start(directory: Path, ipmi_sim: str = IPMI_SIM) -> subprocess.Popen:

@@ -174,7 +174,7 @@ class Settings:
             "name": "%s%d" % (self.name, i),
             "netns": "fleetnap-%s-%d" % (self.name, i),
             "veth": "fn%s%d" % (self.name, i),
-            "ip": str(self.subnet.network_address + 1 + i),
+            "ip": str(ip),
             "machine": machines[(i - 1) % len(machines)],
             "dir": str(self.state / "hosts" / ("%s%d" % (self.name, i))),
             "mac": "02:fe:" + ":".join("%02x" % b for b in ip.packed),
@@ -479,18 +479,13 @@ def our_processes(cfg: Settings, hosts: list[dict] | None = None) -> dict[str, l
     return found
 
 
-def host_cgroup(cfg: Settings, h: dict | None = None) -> Path | None:
-    try:
-        root = simhost.cgroup2_root()
-    except SystemExit:
-        return None
-    base = root / "fleetnap-sim" / cfg.name
-    return base / h["name"] if h else base
-
-
 def remove_cgroups(cfg: Settings) -> None:
-    base = host_cgroup(cfg)
-    if base is None or not base.is_dir():
+    """The simulator's cgroups (lab/simhost.py makes one per host under fleetnap-sim/NAME)."""
+    try:
+        base = simhost.cgroup2_root() / "fleetnap-sim" / cfg.name
+    except SystemExit:
+        return
+    if not base.is_dir():
         return
     for d in sorted(base.iterdir(), reverse=True):
         if d.is_dir():
@@ -587,16 +582,6 @@ def bmc_password(cfg: Settings) -> str:
     return path.read_text().strip()
 
 
-def write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def start_bmc(cfg: Settings, h: dict, power_on: bool = True) -> subprocess.Popen:
     """The host's BMC (ipmi_sim); with power_on it powers the host on at once (startnow): its
     startcmd is lab/simhost.py, the host's power from power-on to power-off."""
@@ -604,8 +589,7 @@ def start_bmc(cfg: Settings, h: dict, power_on: bool = True) -> subprocess.Popen
     conf = bmc.lan_conf(name=h["name"], addr=h["bmc_ip"], port=623, vm_addr=h["bmc_ip"], vm_port=VM_PORT,
                         startcmd="/usr/bin/python3 %s %s" % (SIMHOST, h["dir"]), password=bmc_password(cfg),
                         startnow=power_on, poweroff_wait=30, kill_wait=5, written_by="lab/sim.py")
-    write_private(hdir / "lan.conf", conf)
-    (hdir / "bmc.emu").write_text(bmc.EMU)
+    bmc.write_config(hdir, conf)
     return bmc.start(hdir)
 
 
@@ -923,9 +907,7 @@ def fault(cfg: Settings, host: str, what: str, count: int) -> dict:
     if what == "drop-wol":
         if not 0 <= count <= 1000:
             raise SimError("drop-wol COUNT must be 0..1000")
-        faults = power_faults(h)
-        faults["drop_wol"] = count
-        (hdir / "faults.json").write_text(json.dumps(faults) + "\n")
+        simhost.write_faults(hdir, dict(simhost.read_faults(hdir), drop_wol=count))
     elif what == "hang":
         pid = power_state(h).get("pid")
         if not pid or power_state(h).get("state") != "on" or proc_state(pid) in (None, "Z"):
@@ -958,13 +940,6 @@ def start_standby(cfg: Settings) -> None:
         subprocess.Popen(["/usr/bin/python3", str(SIMHOST), "--standby", str(hosts_dir)],
                          stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
                          close_fds=True)
-
-
-def power_faults(h: dict) -> dict:
-    try:
-        return json.loads((Path(h["dir"]) / "faults.json").read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def bmc_listening(h: dict) -> bool:

@@ -66,6 +66,31 @@ POLL_S = 0.25
 RECONNECT_S = 1.0
 
 
+def read_faults(hdir: Path) -> dict:
+    """The faults injected for the host (lab/sim.py fault), {} when none."""
+    try:
+        return json.loads((hdir / "faults.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_faults(hdir: Path, faults: dict) -> None:
+    tmp = hdir / "faults.json.tmp"
+    tmp.write_text(json.dumps(faults) + "\n")
+    os.replace(tmp, hdir / "faults.json")
+
+
+def take_dropped_packet(hdir: Path) -> bool:
+    """True (and one fewer to drop) when the next magic packet for the host is to be lost."""
+    faults = read_faults(hdir)
+    drop = int(faults.get("drop_wol", 0) or 0)
+    if drop <= 0:
+        return False
+    faults["drop_wol"] = drop - 1
+    write_faults(hdir, faults)
+    return True
+
+
 def cgroup2_root() -> Path:
     """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or .../unified on hybrid)."""
     with open("/proc/self/mountinfo") as fh:
@@ -143,17 +168,6 @@ class Host:
         tmp.write_text(json.dumps({"state": state, "why": why, "since": time.time(),
                                    "pid": os.getpid()}) + "\n")
         os.replace(tmp, self.dir / "power.state")
-
-    def faults(self) -> dict:
-        try:
-            return json.loads((self.dir / "faults.json").read_text())
-        except (OSError, ValueError):
-            return {}
-
-    def set_faults(self, faults: dict) -> None:
-        tmp = self.dir / "faults.json.tmp"
-        tmp.write_text(json.dumps(faults) + "\n")
-        os.replace(tmp, self.dir / "faults.json")
 
     # -- the host's processes and link --------------------------------------------------------
     def link(self, up: bool) -> None:
@@ -351,11 +365,7 @@ class Host:
             return
         if self.state not in ("S3", "s2idle") or self.wake_at is not None:
             return
-        faults = self.faults()
-        drop = int(faults.get("drop_wol", 0) or 0)
-        if drop > 0:
-            faults["drop_wol"] = drop - 1
-            self.set_faults(faults)
+        if take_dropped_packet(self.dir):
             with open(self.dir / "power.jsonl", "a") as fh:
                 fh.write(json.dumps({"t": round(time.time(), 3), "state": self.state,
                                      "why": "magic packet dropped (fault)"}) + "\n")
@@ -438,12 +448,7 @@ def standby(hosts_dir: Path) -> int:
             state = "off"
         if state != "off":
             continue
-        host = Host.__new__(Host)
-        host.dir = hdir
-        faults = Host.faults(host)
-        if int(faults.get("drop_wol", 0) or 0) > 0:
-            faults["drop_wol"] = int(faults["drop_wol"]) - 1
-            Host.set_faults(host, faults)
+        if take_dropped_packet(hdir):
             continue
         powered[mac] = time.monotonic()
         with open(hdir / "power.jsonl", "a") as fh:
