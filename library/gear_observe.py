@@ -135,11 +135,10 @@ elapsed_s:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.ipmi import Bmc
+from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
 from ansible.module_utils.fleetnap.observe import observe
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, number, path
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
-ADDRESS = name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address")
 CHECKS = {
     "probe_timeout": number(lo=0, lo_open=True, hi=60),
     "bmc_concurrency": number(lo=1, hi=256, integer=True),
@@ -149,58 +148,12 @@ CHECKS = {
     "session_timeout": number(lo=1, hi=60, integer=True),
     "rate_limit_dir": path(),
 }
-HOST_CHECKS = {
-    "name": name(r"^[^\x00-\x1f]{1,255}$", "an inventory name of 1-255 printable characters"),
-    "address": ADDRESS,
-    "port": number(lo=1, hi=65535, integer=True),
-    "bmc_address": ADDRESS,
-    "bmc_port": number(lo=1, hi=65535, integer=True),
-    "bmc_user": name(r"^[^\x00-\x1f]{1,64}$", "a user name of 1-64 printable characters"),
-    "cipher_suite": number(lo=0, hi=17, integer=True),
-}
-MAX_HOSTS = 100000
-
-
-def check_hosts(hosts):
-    """Every entry's fields as the module's own options are checked; names unique; a BMC given
-    whole (address, user and password) or not at all. Raises ParamError naming hosts[i].field."""
-    if len(hosts) > MAX_HOSTS:
-        raise ParamError("option hosts: at most %d hosts, got %d" % (MAX_HOSTS, len(hosts)))
-    seen = set()
-    for i, h in enumerate(hosts):
-        where = "hosts[%d]" % i
-        for field, check in HOST_CHECKS.items():
-            if h.get(field) not in (None, "") or field in ("name", "address"):
-                check("%s.%s" % (where, field), h.get(field))
-        if h["name"] in seen:
-            raise ParamError("option %s.name: %r is listed twice" % (where, h["name"]))
-        seen.add(h["name"])
-
-
-class Unusable(object):
-    """A BMC the inventory names without the credentials to ask it: an observation (this host's
-    bmc_error), not a failure of the whole observation."""
-
-    def __init__(self, reason):
-        self.reason = reason
-
-    def status(self):
-        raise ValueError(self.reason)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            hosts=dict(type="list", elements="dict", required=True, options=dict(
-                name=dict(type="str", required=True),
-                address=dict(type="str", required=True),
-                port=dict(type="int", default=22),
-                bmc_address=dict(type="str"),
-                bmc_port=dict(type="int", default=623),
-                bmc_user=dict(type="str"),
-                bmc_password=dict(type="str", no_log=True),
-                cipher_suite=dict(type="int", default=3),
-            )),
+            hosts=dict(type="list", elements="dict", required=True, options=host_options()),
             probe_timeout=dict(type="float", default=3),
             bmc_concurrency=dict(type="int", default=4),
             probe_concurrency=dict(type="int", default=256),
@@ -226,21 +179,11 @@ def main():
         # The password travels in env only; argv has -E and no secret.
         return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
 
-    targets = []
-    for h in p["hosts"]:
-        bmc = None
-        missing = [f for f in ("bmc_user", "bmc_password") if not h.get(f)]
-        if h.get("bmc_address") and missing:
-            bmc = Unusable("no %s for BMC %s:%d: give %s, for example the password from the controller's "
-                           "environment with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')"
-                           % (" or ".join(f[4:] for f in missing), h["bmc_address"], h["bmc_port"],
-                              " and ".join(missing)))
-        elif h.get("bmc_address"):
-            bmc = Bmc(runner, ipmitool, h["bmc_address"], h["bmc_port"], h["bmc_user"], h["bmc_password"],
-                      cipher_suite=h["cipher_suite"], session_timeout=p["session_timeout"],
-                      min_interval=p["min_interval"], retries=p["retries"], state_dir=p["rate_limit_dir"],
-                      guard=[timeout_bin] if timeout_bin else None)
-        targets.append({"name": h["name"], "address": h["address"], "port": h["port"], "bmc": bmc})
+    targets = [{"name": h["name"], "address": h["address"], "port": h["port"],
+                "bmc": bmc_for(h, runner, ipmitool, [timeout_bin] if timeout_bin else None,
+                               min_interval=p["min_interval"], retries=p["retries"],
+                               session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])}
+               for h in p["hosts"]]
     seen = observe(targets, p["probe_timeout"], lambda bmc: bmc.status(),
                    probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"])
     module.exit_json(changed=False, hosts=seen, elapsed_s=round(time.time() - started, 3))

@@ -30,8 +30,8 @@ options:
   hosts:
     description:
       - Host name -> C(group) (gear group), C(rack), C(state) (observed C(on), C(asleep), C(off)
-        or C(unknown)), C(down_method) (C(suspend), C(soft) or C(off)) and C(up_methods) (a list of
-        C(wol) and C(ipmi), tried in order).
+        or C(unknown)), C(down_method) (C(auto), C(suspend), C(soft) or C(off)), C(up_methods) (a list
+        of C(wol) and C(ipmi), tried in order) and C(bmc_configured) (whether it has a BMC).
       - Instead of C(state), C(ssh) (whether the SSH greeting came) and C(bmc) (the chassis power the
         BMC reported, or null) - silent with chassis on is C(asleep), chassis off is C(off), no BMC
         answer is C(unknown).
@@ -58,6 +58,16 @@ options:
   state_file:
     description: The previous shift's state file (JSON, C(hosts.NAME.state)). Missing means every host is expected on.
     type: path
+  resume_dir:
+    description:
+      - Where measure_resume.yml keeps its results on the controller; each host's S3 record is
+        C(RESUME_DIR/NAME/s3.json) (C(ok), C(cycles), C(worst_ms), C(at), C(msg)). Missing = no records.
+    type: path
+  park_off_after_h:
+    description:
+      - Hours after which a host asleep by plan (state file C(since)) is powered off by its BMC
+        (second tier). Unset = hosts stay in S3.
+    type: float
 attributes:
   check_mode:
     support: full
@@ -128,7 +138,7 @@ unhealthy:
   type: list
   elements: str
 rows:
-  description: Per host, sorted by name - host, group, rack, state, expected, target, action (up, down, none), method, unhealthy.
+  description: Per host, sorted by name - host, group, rack, state, expected, target, action (up, down, none), method, why, unhealthy.
   returned: success
   type: list
   elements: dict
@@ -142,6 +152,10 @@ down_hosts:
   returned: success
   type: list
   elements: str
+down_methods:
+  description: Host -> how it is parked (C(suspend), C(soft), C(off)), for the hosts going down.
+  returned: success
+  type: dict
 direction:
   description: C(down), C(up), C(mixed) (a new day's rotation swaps groups) or C(none).
   returned: success
@@ -161,12 +175,13 @@ table:
   type: str
 """
 
+import time
 from datetime import date as dt_date
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import (
-    ShiftError, plan_shift, power_state_rows, read_expected, table, target_groups,
+    ShiftError, plan_shift, power_state_rows, read_expected, read_parked, read_s3_records, table, target_groups,
 )
 from ansible.module_utils.fleetnap.validate import all_of, check_params, items, number, numbers, path, text
 
@@ -178,6 +193,8 @@ CHECKS = {
     "groups_on": all_of(items(100), numbers(lo=1, hi=100, integer=True)),
     "date": text(max_len=32),
     "state_file": path(),
+    "resume_dir": path(),
+    "park_off_after_h": number(lo=0, lo_open=True, hi=24 * 366),
 }
 
 
@@ -191,6 +208,8 @@ def main():
             groups_on=dict(type="list", elements="int"),
             date=dict(type="str"),
             state_file=dict(type="path"),
+            resume_dir=dict(type="path"),
+            park_off_after_h=dict(type="float"),
         ),
         mutually_exclusive=[("gear", "groups_on")],
         required_one_of=[("gear", "groups_on")],
@@ -207,7 +226,14 @@ def main():
                 raise ShiftError("date %r is not YYYY-MM-DD" % p["date"])
         gear, on, _off = target_groups(p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day)
         expected = read_expected(p["state_file"])
-        out = plan_shift(p["hosts"], p["replicas"], gear, on, expected)
+        records = read_s3_records(p["resume_dir"], list(p["hosts"]))
+        hosts = dict((n, dict(h, s3=records[n]) if n in records and isinstance(h, dict) else h)
+                     for n, h in p["hosts"].items())
+        tier = {}
+        if p["park_off_after_h"] is not None:
+            tier = dict(parked=read_parked(p["state_file"]), now=time.time(),
+                        park_off_after_s=p["park_off_after_h"] * 3600.0)
+        out = plan_shift(hosts, p["replicas"], gear, on, expected, **tier)
     except (ShiftError, GearError) as e:
         module.fail_json(msg=str(e))
     out["table"] = table(out["rows"])

@@ -27,14 +27,17 @@ Pure standard library (runs inside a module on the controller, and in plain pyte
 
 from __future__ import absolute_import, division, print_function
 
+import calendar
 import json
 import os
+import time
 from datetime import date as dt_date
 
 from ansible.module_utils.fleetnap.gear import GearError, groups_for
 
 POWER_STATES = ("on", "asleep", "off", "unknown")
 DOWN_METHODS = ("suspend", "soft", "off")
+PARK_CHOICES = DOWN_METHODS + ("auto",)
 UP_METHODS = ("wol", "ipmi")
 STATE_LIMIT = 16 * 1024 * 1024      # a state file of a few thousand hosts is well under 1 MB
 
@@ -90,10 +93,10 @@ def _check_hosts(hosts, replicas):
             raise ShiftError("host %s: gear group %d is outside 1..%d (fleetnap_gear_group)" % (name, group, replicas))
         if h.get("state") not in POWER_STATES:
             raise ShiftError("host %s: observed state %r is not one of %s" % (name, h.get("state"), ", ".join(POWER_STATES)))
-        method = h.get("down_method") or "suspend"
-        if method not in DOWN_METHODS:
+        method = h.get("down_method") or "auto"
+        if method not in PARK_CHOICES:
             raise ShiftError("host %s: down method %r is not one of %s (fleetnap_down_method / gear_down_method)"
-                             % (name, method, ", ".join(DOWN_METHODS)))
+                             % (name, method, ", ".join(PARK_CHOICES)))
         methods = h.get("up_methods") or []
         bad = [m for m in methods if m not in UP_METHODS] if isinstance(methods, list) else [methods]
         if not methods or bad or len(set(methods)) != len(methods):
@@ -117,27 +120,69 @@ def _group(value):
     return None
 
 
-def _rows(hosts, groups_on, expected, unhealthy):
+def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
+    """(method, why): how a drained host is parked. Parking is not napping: the host's in-service
+    sleep policy (a latency profile) does not decide it; what its hardware was measured to do does.
+
+    ``h``: down_method (suspend / soft / off set by the operator, or auto), bmc_configured, s3
+    (the measurement record: {ok, cycles, worst_ms, at, msg} or None). auto: S3 when S3 resume was
+    measured to work; soft-off by the BMC when it was measured not to; without a measurement S3,
+    checked on the host first (a host without S3 falls back to soft-off by its BMC).
+    ``parked_since`` (epoch s, a host asleep by plan) and ``park_off_after_s``: the second tier,
+    a host in S3 for longer than that is moved on to power-off by its BMC.
+    """
+    bmc = bool(h.get("bmc_configured"))
+    if parked_since is not None:
+        hours = (now - parked_since) / 3600.0
+        return "off", ("in S3 for %.1f h, longer than gear_park_off_after_h %.4g h: moved on to power-off by its BMC"
+                       % (hours, park_off_after_s / 3600.0))
+    method = h.get("down_method") or "auto"
+    if method != "auto":
+        return method, "fleetnap_down_method / gear_down_method is %s" % method
+    s3 = h.get("s3")
+    if isinstance(s3, dict) and s3.get("ok"):
+        return "suspend", ("S3 resume measured working: %s cycle(s), worst %s ms (%s)"
+                           % (s3.get("cycles", "?"), s3.get("worst_ms", "?"), s3.get("at", "?")))
+    if isinstance(s3, dict) and bmc:
+        return "soft", ("S3 resume measured failing (%s: %s): soft-off by its BMC"
+                        % (s3.get("at", "?"), s3.get("msg") or "failed"))
+    if isinstance(s3, dict):
+        return "suspend", ("S3 resume measured failing (%s) and no BMC: S3 is tried, checked on the host first"
+                           % s3.get("at", "?"))
+    return "suspend", ("no S3 measurement (measure_resume.yml): S3, checked on the host first; %s"
+                       % ("soft-off by its BMC if it has no S3" if bmc else "no BMC to fall back on"))
+
+
+def _rows(hosts, groups_on, expected, unhealthy, parked=None, now=None, park_off_after_s=None):
+    parked = parked or {}
     rows = []
     for name in sorted(hosts, key=_natural):
         h = hosts[name]
         group = int(h["group"])
         target = "on" if group in groups_on else "off"
         state = h["state"]
-        method = ""
+        method, why = "", ""
+        since = parked.get(name)
+        tier2 = (park_off_after_s is not None and state == "asleep" and expected.get(name) == "off"
+                 and since is not None and now - since > park_off_after_s and h.get("bmc_configured"))
         if name in unhealthy:
             action = "none"
+            why = "should answer and does not: left alone, look at it"
         elif target == "on":
             action = "none" if state == "on" else "up"
             if action == "up":
                 method = ",".join(h["up_methods"])
+                why = "gear group %d is on in this gear" % group
+        elif tier2:
+            action = "down"
+            method, why = park_method(name, h, since, now, park_off_after_s)
         else:
             action = "down" if state == "on" else "none"
             if action == "down":
-                method = h.get("down_method") or "suspend"
+                method, why = park_method(name, h)
         rows.append({"host": name, "group": group, "rack": h.get("rack") or "", "state": state,
                      "expected": expected.get(name, "on"), "target": target, "action": action,
-                     "method": method, "unhealthy": name in unhealthy})
+                     "method": method, "why": why, "unhealthy": name in unhealthy})
     return rows
 
 
@@ -160,11 +205,13 @@ def _natural(name):
     return (head, int(tail) if tail else -1, name)
 
 
-def plan_shift(hosts, replicas, gear, groups_on, expected=None):
+def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now=None, park_off_after_s=None):
     """Per-host actions to reach ``groups_on``, with Sierra's health gate.
 
-    ``hosts``: name -> {group, rack, state, down_method, up_methods}. ``expected``: name -> the
-    state the last shift left the host in on purpose ("on"/"off"); missing means "on".
+    ``hosts``: name -> {group, rack, state, down_method, up_methods, bmc_configured, s3}.
+    ``expected``: name -> the state the last shift left the host in on purpose ("on"/"off");
+    missing means "on". ``parked``: name -> epoch since when the state file has it asleep;
+    with ``park_off_after_s``, such a host asleep longer than that is powered off (second tier).
     """
     hosts = dict((name, _with_state(name, h)) for name, h in (hosts or {}).items())
     _check_hosts(hosts, replicas)
@@ -175,7 +222,8 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None):
                        key=_natural)
     requested = {"gear": gear, "groups_on": groups_on,
                  "groups_off": [g for g in range(1, replicas + 1) if g not in groups_on]}
-    rows = _rows(hosts, groups_on, expected, set(unhealthy))
+    tier = dict(parked=parked, now=now, park_off_after_s=park_off_after_s)
+    rows = _rows(hosts, groups_on, expected, set(unhealthy), **tier)
     result, reason = "ok", ""
     if unhealthy and any(r["action"] == "down" for r in rows):
         result = "refused"
@@ -184,7 +232,7 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None):
                   % (", ".join(unhealthy), replicas))
         groups_on = list(range(1, replicas + 1))
         gear = replicas
-        rows = _rows(hosts, groups_on, expected, set(unhealthy))
+        rows = _rows(hosts, groups_on, expected, set(unhealthy), **tier)
     elif unhealthy:
         result = "degraded"
         reason = "host(s) %s do not answer and are left alone (not woken): look at them" % ", ".join(unhealthy)
@@ -211,17 +259,18 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None):
         "counts": counts,
         "up_hosts": [r["host"] for r in rows if r["action"] == "up"],
         "down_hosts": [r["host"] for r in rows if r["action"] == "down"],
+        "down_methods": dict((r["host"], r["method"]) for r in rows if r["action"] == "down"),
     }
 
 
 def table(rows):
     """The plan as a fixed-width text table."""
-    head = ("HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD")
+    head = ("HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD", "WHY")
     lines = [head]
     for r in rows:
         action = r["action"] + (" (unhealthy)" if r.get("unhealthy") else "")
         lines.append((r["host"], str(r["group"]), r["rack"], r["state"], r["expected"], r["target"], action,
-                      r["method"] or "-"))
+                      r["method"] or "-", r.get("why") or "-"))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
 
@@ -232,13 +281,8 @@ def power_state_rows(rows):
             for r in rows for st in POWER_STATES]
 
 
-def read_expected(path):
-    """name -> "on"/"off": whether each host answered at the end of the previous shift (its state file).
-
-    A host that answered then and is silent now has failed; one that was asleep or off then is
-    asleep on purpose (or after a failed wake, which the next shift simply tries again).
-    {} when there is no state file (every host is expected on).
-    """
+def _state_hosts(path):
+    """The state file's hosts object ({} when there is no file); ShiftError naming the file."""
     if not path or not os.path.exists(path):
         return {}
     try:
@@ -262,20 +306,71 @@ def read_expected(path):
     hosts = doc.get("hosts") if isinstance(doc, dict) else None
     if not isinstance(hosts, dict):
         raise ShiftError("state file %s has no 'hosts' object: fix or remove it" % path)
-    out = {}
     for name, h in hosts.items():
         if not isinstance(h, dict):
             raise ShiftError("state file %s: hosts.%s must be an object with a state, got %r: fix or remove it"
                              % (path, name, h))
         state = h.get("state")
-        if state is None:
-            continue        # a host the last shift did not observe: expected on
-        if state not in POWER_STATES:
+        if state is not None and state not in POWER_STATES:
             raise ShiftError("state file %s: hosts.%s.state %r is not one of %s: fix or remove it"
                              % (path, name, state, ", ".join(POWER_STATES)))
-        out[name] = "on" if state == "on" else "off"
+    return hosts
+
+
+def read_expected(path):
+    """name -> "on"/"off": whether each host answered at the end of the previous shift (its state file).
+
+    A host that answered then and is silent now has failed; one that was asleep or off then is
+    asleep on purpose (or after a failed wake, which the next shift simply tries again).
+    {} when there is no state file (every host is expected on).
+    """
+    return dict((name, "on" if h["state"] == "on" else "off")
+                for name, h in _state_hosts(path).items() if h.get("state") is not None)
+
+
+def read_parked(path):
+    """name -> epoch seconds since when the state file has the host asleep (parked in S3)."""
+    out = {}
+    for name, h in _state_hosts(path).items():
+        if h.get("state") == "asleep" and isinstance(h.get("since"), str):
+            try:
+                out[name] = calendar.timegm(time.strptime(h["since"], "%Y-%m-%dT%H:%M:%SZ"))
+            except ValueError:
+                raise ShiftError("state file %s: hosts.%s.since %r is not YYYY-MM-DDTHH:MM:SSZ: fix or remove it"
+                                 % (path, name, h["since"]))
+    return out
+
+
+S3_RECORD_LIMIT = 1024 * 1024
+
+
+def read_s3_records(resume_dir, names):
+    """name -> the S3 measurement record measure_resume.yml left in RESUME_DIR/NAME/s3.json
+    ({ok, cycles, worst_ms, at, msg}); hosts without one are left out. ShiftError names a file
+    that is not such a record."""
+    out = {}
+    if not resume_dir:
+        return out
+    for name in names:
+        if "/" in name or name in (".", ".."):
+            continue
+        path = os.path.join(resume_dir, name, "s3.json")
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(S3_RECORD_LIMIT + 1)
+            doc = json.loads(data.decode("utf-8")) if len(data) <= S3_RECORD_LIMIT else None
+        except (OSError, IOError, ValueError) as e:
+            raise ShiftError("S3 record %s is unreadable (%s): remove it or measure again (measure_resume.yml)"
+                             % (path, e))
+        if not isinstance(doc, dict) or not isinstance(doc.get("ok"), bool):
+            raise ShiftError("S3 record %s is not an object with ok (true/false): remove it or measure again"
+                             % path)
+        out[name] = doc
     return out
 
 
 __all__ = ["GearError", "ShiftError", "POWER_STATES", "DOWN_METHODS", "UP_METHODS", "observed_state",
-           "target_groups", "plan_shift", "table", "read_expected", "power_state_rows"]
+           "target_groups", "plan_shift", "park_method", "table", "read_expected", "read_parked", "read_s3_records",
+           "power_state_rows"]

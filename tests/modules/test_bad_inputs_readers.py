@@ -326,6 +326,15 @@ GEAR_SHIFT_PLAN = [
     ("state host a string", dict(GS, state_file="{in}/state.json"), "state.json: hosts.lab1 must be an object"),
     ("state host state unknown word", dict(GS, state_file="{in}/state.json"), "state.json: hosts.lab1.state 'dozing' is not one of"),
     ("state too big", dict(GS, state_file="{in}/state.json"), "state.json is larger than"),
+    ("down_method nap", dict(GS, hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], down_method="nap"))),
+     "host lab1: down method 'nap' is not one of suspend, soft, off, auto"),
+    ("resume_dir relative", dict(GS, resume_dir="artifacts/resume"), "option resume_dir: must be an absolute path"),
+    ("s3 record not JSON", dict(GS, resume_dir="{in}"), "lab1/s3.json is unreadable"),
+    ("s3 record without ok", dict(GS, resume_dir="{in}"), "lab1/s3.json is not an object with ok"),
+    ("park_off_after_h nan", dict(GS, park_off_after_h=NAN), "option park_off_after_h: must be a finite number"),
+    ("park_off_after_h 0", dict(GS, park_off_after_h=0), "option park_off_after_h: must be > 0"),
+    ("parked since not a time", dict(GS, park_off_after_h=12, state_file="{in}/state.json"),
+     "hosts.lab1.since 'last night' is not YYYY-MM-DDTHH:MM:SSZ"),
 ]
 
 # --- shift_lock: path and owner checks, and faults of the lock file -------------------------------
@@ -420,7 +429,50 @@ GEAR_OBSERVE = [
 ]
 
 
+# gear_wave: every host probes 127.0.0.1:9 (nothing greets there) when an input is wrongly
+# accepted; magic packets could only go to 127.0.0.1; no BMC answers on 127.0.0.1:9.
+WH = {"name": "h1", "address": "127.0.0.1", "port": 9, "wol_macs": ["02:fe:00:00:00:01"], "wol_address": "127.0.0.1"}
+WB = dict(WH, bmc_address="127.0.0.1", bmc_port=9, bmc_user="admin", bmc_password="Fn7-pw-c9e1b4")
+GW = {"action": "up", "hosts": [WH], "wol_timeout": 0.3, "rate_limit_dir": "{tmp}/rl"}
+GEAR_WAVE = [
+    ("action sideways", dict(GW, action="sideways"), "value of action must be one of: up, down"),
+    ("wol_timeout nan", dict(GW, wol_timeout=NAN), "option wol_timeout: must be a finite number"),
+    ("wol_timeout 0", dict(GW, wol_timeout=0), "option wol_timeout: must be > 0"),
+    ("ipmi_timeout a day", dict(GW, ipmi_timeout=86400), "option ipmi_timeout: must be > 0 and <= 3600"),
+    ("down_timeout inf", dict(GW, down_timeout=INF), "option down_timeout: must be a finite number"),
+    ("silent_for negative", dict(GW, silent_for=-1), "option silent_for: must be >= 0"),
+    ("connect_timeout 0", dict(GW, connect_timeout=0), "option connect_timeout: must be > 0"),
+    ("interval 0", dict(GW, interval=0), "option interval: must be >= 0.01"),
+    ("wol_repeat 0", dict(GW, wol_repeat=0), "option wol_repeat: must be >= 1"),
+    ("bmc_concurrency 0", dict(GW, bmc_concurrency=0), "option bmc_concurrency: must be >= 1"),
+    ("concurrency a million", dict(GW, concurrency=10 ** 6), "option concurrency: must be >= 1 and <= 4096"),
+    ("rate_limit_dir relative", dict(GW, rate_limit_dir="rl"), "option rate_limit_dir: must be an absolute path"),
+    ("up_methods empty", dict(GW, hosts=[dict(WH, up_methods=[])]),
+     "option hosts[0].up_methods: must name one or two of wol, ipmi, each once; got []"),
+    ("up_methods unknown", dict(GW, hosts=[dict(WH, up_methods=["pxe"])]), "option hosts[0].up_methods"),
+    ("up_methods twice", dict(GW, hosts=[dict(WH, up_methods=["wol", "wol"])]), "option hosts[0].up_methods"),
+    ("wol without MAC", dict(GW, hosts=[dict(WH, wol_macs=[])]),
+     "option hosts[0].wol_macs: h1 wakes by wol but has no MAC address"),
+    ("MAC broadcast", dict(GW, hosts=[dict(WH, wol_macs=["ff:ff:ff:ff:ff:ff"])]),
+     "option hosts[0].wol_macs[0]: MAC address 'ff:ff:ff:ff:ff:ff' is the broadcast"),
+    ("MAC garbage", dict(GW, hosts=[dict(WH, wol_macs=["zz"])]), "option hosts[0].wol_macs[0]: MAC address 'zz' is not valid"),
+    ("wol_address with a space", dict(GW, hosts=[dict(WH, wol_address="10.0.0 .255")]),
+     "option hosts[0].wol_address: must be a broadcast or unicast address"),
+    ("wol_address does not resolve", dict(GW, hosts=[dict(WH, wol_address="no-such-host.invalid")]),
+     "option hosts[0].wol_address: cannot resolve WoL destination"),
+    ("wol_port 0", dict(GW, hosts=[dict(WH, wol_port=0)]), "option hosts[0].wol_port: must be >= 1 and <= 65535"),
+    ("down_method nap", dict(GW, action="down", hosts=[dict(WH, down_method="nap")]), "down_method"),
+    ("since in the year 3000", dict(GW, action="down", hosts=[dict(WH, since=32503680000.0)]),
+     "option hosts[0].since: must be >= 0 and <= 4102444800"),
+    ("since with action up", dict(GW, hosts=[dict(WH, since=1.0)]), "option hosts[0].since: only with action=down"),
+    ("host listed twice", dict(GW, hosts=[WH, WH]), "option hosts[1].name: 'h1' is listed twice"),
+    ("bmc port 0", dict(GW, hosts=[dict(WB, bmc_port=0)]), "option hosts[0].bmc_port: must be >= 1 and <= 65535"),
+    ("host with an unknown key", dict(GW, hosts=[dict(WH, colour="red")]), "hosts.colour"),
+]
+
+
 TABLES = {
+    "gear_wave": GEAR_WAVE,
     "gear_observe": GEAR_OBSERVE,
     "wake_on_lan": WAKE_ON_LAN,
     "cpuidle_info": CPUIDLE_INFO,
@@ -549,6 +601,10 @@ _STATES = {
 }
 for _case, _doc in _STATES.items():
     PREPARE[("gear_shift_plan", _case)] = state_file(_doc)
+PREPARE[("gear_shift_plan", "parked since not a time")] = state_file({"hosts": {"lab1": {"state": "asleep",
+                                                                                        "since": "last night"}}})
+PREPARE[("gear_shift_plan", "s3 record not JSON")] = lambda d: _write(d / "lab1" / "s3.json", "{ok")
+PREPARE[("gear_shift_plan", "s3 record without ok")] = lambda d: _write(d / "lab1" / "s3.json", '{"cycles": 3}')
 PREPARE[("shift_lock", "held by a live process")] = _live_lock
 PREPARE[("shift_lock", "release of a live process's lock")] = _live_lock
 
@@ -567,7 +623,7 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
 
 
 def test_every_table_has_at_least_15_cases():
-    assert set(TABLES) == {"gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
+    assert set(TABLES) == {"gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
                            "powernap_advice", "resume_summary", "fleet_report", "gear_plan", "gear_shift_plan",
                            "shift_lock"}
     for module, table in TABLES.items():

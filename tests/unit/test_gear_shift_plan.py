@@ -155,9 +155,10 @@ def test_bad_hosts_are_rejected_with_the_host_named(mutate, msg):
 def test_table_and_power_rows():
     plan = gs.plan_shift(fleet({"lab2": "asleep"}), 3, 3, [1, 2, 3], {"lab2": "off"})
     lines = gs.table(plan["rows"]).splitlines()
-    assert lines[0].split() == ["HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD"]
+    assert lines[0].split() == ["HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD", "WHY"]
     assert [ln.split()[0] for ln in lines[1:]] == ["lab%d" % n for n in range(1, 7)]
-    assert lines[2].split() == ["lab2", "2", "rack1", "asleep", "off", "on", "up", "wol,ipmi"]
+    assert lines[2].split()[:8] == ["lab2", "2", "rack1", "asleep", "off", "on", "up", "wol,ipmi"]
+    assert lines[2].endswith("gear group 2 is on in this gear")
     rows = gs.power_state_rows(plan["rows"])
     assert len(rows) == 6 * 4 and sum(r["value"] for r in rows) == 6
     assert {r["state"] for r in rows if r["host"] == "lab2" and r["value"]} == {"asleep"}
@@ -408,3 +409,74 @@ def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
         if first.poll() is None:
             first.kill()
             first.wait()
+
+
+# Parking is not napping: how a drained host is parked, and why (the plan shows both).
+@pytest.mark.parametrize("h, method, why", [
+    ({"down_method": "off"}, "off", "fleetnap_down_method / gear_down_method is off"),
+    ({"s3": {"ok": True, "cycles": 3, "worst_ms": 2410, "at": "2026-11-25"}, "bmc_configured": True},
+     "suspend", "S3 resume measured working: 3 cycle(s), worst 2410 ms (2026-11-25)"),
+    ({"s3": {"ok": False, "at": "2026-11-25", "msg": "no resume within 60 s"}, "bmc_configured": True},
+     "soft", "S3 resume measured failing (2026-11-25: no resume within 60 s): soft-off by its BMC"),
+    ({"s3": {"ok": False, "at": "2026-11-25"}}, "suspend",
+     "S3 resume measured failing (2026-11-25) and no BMC: S3 is tried, checked on the host first"),
+    ({"bmc_configured": True}, "suspend",
+     "no S3 measurement (measure_resume.yml): S3, checked on the host first; soft-off by its BMC if it has no S3"),
+    ({}, "suspend", "no S3 measurement (measure_resume.yml): S3, checked on the host first; no BMC to fall back on"),
+])
+def test_park_method_and_why(h, method, why):
+    assert gs.park_method("lab1", h) == (method, why)
+
+
+def test_measured_s3_parks_by_s3_whatever_the_budget_and_the_plan_says_so():
+    hosts = fleet()
+    for h in hosts.values():
+        h.update(down_method="auto", bmc_configured=True)
+    hosts["lab1"]["s3"] = {"ok": True, "cycles": 3, "worst_ms": 5000, "at": "2026-11-25"}
+    hosts["lab4"]["s3"] = {"ok": False, "at": "2026-11-25", "msg": "failed"}
+    plan = gs.plan_shift(hosts, 3, 1, [3])
+    rows = dict((r["host"], r) for r in plan["rows"])
+    assert plan["down_methods"] == {"lab1": "suspend", "lab2": "suspend", "lab4": "soft", "lab5": "suspend"}
+    assert rows["lab1"]["why"].startswith("S3 resume measured working")
+    assert rows["lab4"]["why"].startswith("S3 resume measured failing")
+
+
+def test_second_tier_moves_a_long_parked_host_on_to_power_off():
+    hosts = fleet({"lab1": "asleep", "lab2": "asleep", "lab4": "asleep"})
+    for h in hosts.values():
+        h["bmc_configured"] = True
+    hosts["lab4"]["bmc_configured"] = False
+    now = 1_800_000_000
+    parked = {"lab1": now - 13 * 3600, "lab2": now - 3600, "lab4": now - 20 * 3600}
+    expected = dict.fromkeys(parked, "off")
+    plan = gs.plan_shift(hosts, 3, 1, [3], expected, parked=parked, now=now, park_off_after_s=12 * 3600)
+    rows = dict((r["host"], r) for r in plan["rows"])
+    assert rows["lab1"]["action"] == "down" and rows["lab1"]["method"] == "off"
+    assert rows["lab1"]["why"] == ("in S3 for 13.0 h, longer than gear_park_off_after_h 12 h: "
+                                   "moved on to power-off by its BMC")
+    assert rows["lab2"]["action"] == "none"          # 1 h: stays in S3
+    assert rows["lab4"]["action"] == "none"          # no BMC: cannot be powered off, stays in S3
+    assert rows["lab5"]["action"] == "down" and rows["lab5"]["method"] == "suspend"
+    # without the setting nothing moves on
+    plan = gs.plan_shift(hosts, 3, 1, [3], expected, parked=parked, now=now)
+    assert [r["host"] for r in plan["rows"] if r["action"] == "down"] == ["lab5"]
+
+
+def test_read_parked_and_s3_records(tmp_path):
+    st = tmp_path / "state.json"
+    st.write_text(json.dumps({"hosts": {"a": {"state": "asleep", "since": "2026-11-25T01:00:00Z"},
+                                        "b": {"state": "off", "since": "2026-11-25T01:00:00Z"},
+                                        "c": {"state": "asleep"}}}))
+    assert gs.read_parked(str(st)) == {"a": 1795568400}
+    st.write_text(json.dumps({"hosts": {"a": {"state": "asleep", "since": "yesterday"}}}))
+    with pytest.raises(gs.ShiftError, match=r"hosts.a.since 'yesterday' is not YYYY-MM-DDTHH:MM:SSZ"):
+        gs.read_parked(str(st))
+    (tmp_path / "r" / "a").mkdir(parents=True)
+    (tmp_path / "r" / "a" / "s3.json").write_text('{"ok": true, "cycles": 2}')
+    assert gs.read_s3_records(str(tmp_path / "r"), ["a", "b", "../x"]) == {"a": {"ok": True, "cycles": 2}}
+    (tmp_path / "r" / "a" / "s3.json").write_text('{"ok": "yes"}')
+    with pytest.raises(gs.ShiftError, match="s3.json is not an object with ok"):
+        gs.read_s3_records(str(tmp_path / "r"), ["a"])
+    (tmp_path / "r" / "a" / "s3.json").write_text('{"ok": tru')
+    with pytest.raises(gs.ShiftError, match="s3.json is unreadable"):
+        gs.read_s3_records(str(tmp_path / "r"), ["a"])

@@ -1,0 +1,400 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gear_wave
+short_description: Wake or park a whole wave of a gear shift at once, from the controller
+description:
+  - Runs on the controller, once per wave (C(run_once), delegated to localhost). Every host of
+    the wave has its own thread, so a wave costs the slowest host's own transition plus a probe
+    interval, however many hosts it has.
+  - O(action=up) wakes every host by its methods in order (O(hosts[].up_methods)), C(wol) (magic
+    packets to the host's MACs) and C(ipmi) (chassis power on through its BMC), each with a
+    bounded wait for the host's SSH greeting, and reports per host which method woke it and every
+    attempt. A greeting is the verification that the host is back; no Python is started on it.
+    With C(ipmi), a chassis the BMC reports on while the host is silent is asleep or hung and is
+    not power-cycled unless O(cycle_unresponsive); a chassis that was off before the wave
+    (O(hosts[].chassis_was_off)) and is on now was woken by the method before (WoL from
+    soft-off) and is waited for, without a command.
+  - O(action=down) powers down through the BMC the hosts whose O(hosts[].down_method) is C(soft)
+    (ACPI power button) or C(off) (hard), verifies that the BMC reports the chassis off, and waits
+    until every host of the wave is silent for O(silent_for) seconds, also those with
+    C(suspend), which the caller has told to suspend themselves before this call (the
+    gear_member role's down action, O(hosts[].since) the time it did).
+  - One host's failure is that host's result (C(ok=false) with the reason), never the module's;
+    the module fails only on bad input. BMC commands are rate-limited per BMC (O(min_interval)),
+    retried when the BMC does not answer, at most O(bmc_concurrency) in flight; passwords reach
+    ipmitool only through its environment, never its command line.
+  - Which module to call. M(gear_observe) looks, this module acts on a wave, M(gear_shift_plan)
+    decides; the gear_member role powers one host (its own suspend, which only the host can do).
+    M(host_wait), M(wake_on_lan) and M(bmc_power) are the single-host steps for a playbook of
+    one's own.
+version_added: "0.3.0"
+author: fleetnap contributors (@fleetnap)
+options:
+  action:
+    description: C(up) wakes the wave's hosts, C(down) parks them.
+    type: str
+    required: true
+    choices: [up, down]
+  hosts:
+    description: The wave's hosts.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Inventory name (the key of the result).
+        type: str
+        required: true
+      address:
+        description: Address the host answers on.
+        type: str
+        required: true
+      port:
+        description: TCP port of its SSH service.
+        type: int
+        default: 22
+      bmc_address:
+        description: Address of its BMC; empty or absent = no BMC.
+        type: str
+      bmc_port:
+        description: UDP port of its BMC.
+        type: int
+        default: 623
+      bmc_user:
+        description: BMC user.
+        type: str
+      bmc_password:
+        description: BMC password (never logged, never on a command line).
+        type: str
+      cipher_suite:
+        description: IPMI 2.0 cipher suite.
+        type: int
+        default: 3
+      up_methods:
+        description: With O(action=up), the wake methods in order, one or two of C(wol), C(ipmi), each once.
+        type: list
+        elements: str
+        default: [wol]
+      wol_macs:
+        description: MACs for C(wol) (as M(wake_on_lan) takes them).
+        type: list
+        elements: str
+        default: []
+      wol_address:
+        description: Where the magic packets go (a broadcast or unicast address).
+        type: str
+        default: 255.255.255.255
+      wol_port:
+        description: UDP port of the magic packets.
+        type: int
+        default: 9
+      chassis_was_off:
+        description: The BMC reported the chassis off before this wave (from M(gear_observe)).
+        type: bool
+        default: false
+      down_method:
+        description: With O(action=down), C(suspend) (the host suspended itself), C(soft) or C(off) (its BMC).
+        type: str
+        default: suspend
+        choices: [suspend, soft, "off"]
+      since:
+        description: With C(suspend), when (Unix time) the host was told to suspend; the wait is counted from it.
+        type: float
+  wol_timeout:
+    description: Seconds a host has to answer after its magic packets.
+    type: float
+    default: 90
+  ipmi_timeout:
+    description: Seconds a host has to answer after its BMC powered it on (a cold boot).
+    type: float
+    default: 300
+  down_timeout:
+    description: Seconds a host has to go silent (and its chassis to report off, for C(soft)/C(off)).
+    type: float
+    default: 120
+  silent_for:
+    description: Seconds without an answer after which a host counts as gone.
+    type: float
+    default: 2
+  probe_timeout:
+    description: Seconds a connected probe waits for the greeting.
+    type: float
+    default: 3
+  connect_timeout:
+    description: Seconds a probe waits for the connection (a new probe sends a new SYN).
+    type: float
+    default: 1
+  interval:
+    description: Seconds between two probes of one host.
+    type: float
+    default: 0.2
+  greeting:
+    description: Regular expression the service's first bytes must match; empty = a connection is enough.
+    type: str
+    default: "^SSH-"
+  cycle_unresponsive:
+    description: With C(ipmi), power-cycle a host whose chassis is on but which is silent (a reboot).
+    type: bool
+    default: false
+  soft_fallback_hard:
+    description: With C(soft), a hard power off when the OS did not shut down within O(down_timeout).
+    type: bool
+    default: false
+  wol_repeat:
+    description: How many times each magic packet is sent.
+    type: int
+    default: 3
+  bmc_concurrency:
+    description: BMC commands in flight at most.
+    type: int
+    default: 4
+  concurrency:
+    description: Hosts handled at once at most (the rest wait for a free thread).
+    type: int
+    default: 512
+  min_interval:
+    description: Seconds between two commands to one BMC (shared with M(bmc_power) through O(rate_limit_dir)).
+    type: float
+    default: 1
+  retries:
+    description: Retries of a BMC command that got no answer.
+    type: int
+    default: 2
+  session_timeout:
+    description: Seconds ipmitool waits for one answer of the BMC.
+    type: int
+    default: 2
+  rate_limit_dir:
+    description: Where the per-BMC rate limit is kept on the controller.
+    type: path
+    default: ~/.cache/fleetnap/bmc
+attributes:
+  check_mode:
+    support: full
+    description: In check mode nothing is sent; every host is reported as it would be acted on.
+  diff_mode:
+    support: none
+    description: Power states are reported in the result, not as a diff.
+  platform:
+    description: Runs on the controller; ipmitool is needed there for hosts using their BMC.
+    support: full
+    platforms: posix
+seealso:
+  - module: gear_observe
+  - module: gear_shift_plan
+  - module: host_wait
+  - module: wake_on_lan
+  - module: bmc_power
+"""
+
+EXAMPLES = r"""
+- name: Wake the batch's hosts (one call for all of them)
+  gear_wave:
+    action: up
+    hosts:
+      - name: web1
+        address: 10.0.0.11
+        up_methods: [wol, ipmi]
+        wol_macs: ["52:54:00:12:34:01"]
+        wol_address: 10.0.0.255
+        bmc_address: 10.0.1.11
+        bmc_user: admin
+        bmc_password: "{{ vault_bmc_password }}"
+    wol_timeout: 60
+  delegate_to: localhost
+  run_once: true
+  register: woken
+
+- name: Wait until the hosts that suspended themselves, and those the BMC powers off, are gone
+  gear_wave:
+    action: down
+    hosts:
+      - {name: web2, address: 10.0.0.12, down_method: suspend, since: 1764000000.0}
+      - {name: web3, address: 10.0.0.13, down_method: soft, bmc_address: 10.0.1.13, bmc_user: admin,
+         bmc_password: "{{ vault_bmc_password }}"}
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+hosts:
+  description: Every host's result, per host name (the shape of the gear_member role's result).
+  returned: always
+  type: dict
+  sample:
+    web1:
+      host: web1
+      action: up
+      ok: true
+      method: ipmi
+      state: "on"
+      attempts:
+        - {method: wol, ok: false, elapsed_s: 60.0, report: "wol: did not answer within 60 s (240 probes)"}
+        - {method: ipmi, ok: true, elapsed_s: 41.2, report: "ipmi: answered after 41.2 s"}
+      wait_s: 101.2
+      elapsed_s: 102.0
+      msg: woke by ipmi
+ok:
+  description: Names of the hosts that reached the state.
+  returned: always
+  type: list
+  elements: str
+failed:
+  description: Names of the hosts that did not.
+  returned: always
+  type: list
+  elements: str
+elapsed_s:
+  description: Seconds the whole wave took.
+  returned: always
+  type: float
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, number, path
+from ansible.module_utils.fleetnap.wave import Probe, Wave
+from ansible.module_utils.fleetnap.wol import WolError, build_packet, normalize_mac, resolve, send_packets
+
+CHECKS = {
+    "wol_timeout": number(lo=0, lo_open=True, hi=3600),
+    "ipmi_timeout": number(lo=0, lo_open=True, hi=3600),
+    "down_timeout": number(lo=0, lo_open=True, hi=3600),
+    "silent_for": number(lo=0, hi=600),
+    "probe_timeout": number(lo=0, lo_open=True, hi=60),
+    "connect_timeout": number(lo=0, lo_open=True, hi=60),
+    "interval": number(lo=0.01, hi=60),
+    "wol_repeat": number(lo=1, hi=100, integer=True),
+    "bmc_concurrency": number(lo=1, hi=256, integer=True),
+    "concurrency": number(lo=1, hi=4096, integer=True),
+    "min_interval": number(lo=0, hi=600),
+    "retries": number(lo=0, hi=10, integer=True),
+    "session_timeout": number(lo=1, hi=60, integer=True),
+    "rate_limit_dir": path(),
+}
+WAVE_HOST_CHECKS = {
+    "wol_address": name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a broadcast or unicast address"),
+    "wol_port": number(lo=1, hi=65535, integer=True),
+    "since": number(lo=0, hi=4102444800),
+}
+UP_METHODS = ("wol", "ipmi")
+
+
+def check_wave_hosts(action, hosts):
+    """Fields beyond the common ones: methods, MACs, a BMC where a method needs one."""
+    check_hosts(hosts, WAVE_HOST_CHECKS)
+    for i, h in enumerate(hosts):
+        where = "option hosts[%d]" % i
+        methods = h["up_methods"]
+        if action == "up":
+            if not 1 <= len(methods) <= 2 or len(set(methods)) != len(methods) or \
+                    any(m not in UP_METHODS for m in methods):
+                raise ParamError("%s.up_methods: must name one or two of wol, ipmi, each once; got %r"
+                                 % (where, methods))
+            if "wol" in methods and not h["wol_macs"]:
+                raise ParamError("%s.wol_macs: %s wakes by wol but has no MAC address (fleetnap_wol_macs)"
+                                 % (where, h["name"]))
+            if len(h["wol_macs"]) > 64:
+                raise ParamError("%s.wol_macs: at most 64 MACs per host, got %d" % (where, len(h["wol_macs"])))
+            for j, mac in enumerate(h["wol_macs"]):
+                try:
+                    normalize_mac(mac)
+                except WolError as exc:
+                    raise ParamError("%s.wol_macs[%d]: %s" % (where, j, exc))
+            if "wol" in methods:
+                try:
+                    resolve(h["wol_address"], h["wol_port"])
+                except WolError as exc:
+                    raise ParamError("%s.wol_address: %s" % (where, exc))
+        if h.get("since") is not None and action != "down":
+            raise ParamError("%s.since: only with action=down" % where)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            action=dict(type="str", required=True, choices=["up", "down"]),
+            hosts=dict(type="list", elements="dict", required=True, options=host_options(
+                up_methods=dict(type="list", elements="str", default=["wol"]),
+                wol_macs=dict(type="list", elements="str", default=[]),
+                wol_address=dict(type="str", default="255.255.255.255"),
+                wol_port=dict(type="int", default=9),
+                chassis_was_off=dict(type="bool", default=False),
+                down_method=dict(type="str", default="suspend", choices=["suspend", "soft", "off"]),
+                since=dict(type="float"),
+            )),
+            wol_timeout=dict(type="float", default=90),
+            ipmi_timeout=dict(type="float", default=300),
+            down_timeout=dict(type="float", default=120),
+            silent_for=dict(type="float", default=2),
+            probe_timeout=dict(type="float", default=3),
+            connect_timeout=dict(type="float", default=1),
+            interval=dict(type="float", default=0.2),
+            greeting=dict(type="str", default="^SSH-"),
+            cycle_unresponsive=dict(type="bool", default=False),
+            soft_fallback_hard=dict(type="bool", default=False),
+            wol_repeat=dict(type="int", default=3),
+            bmc_concurrency=dict(type="int", default=4),
+            concurrency=dict(type="int", default=512),
+            min_interval=dict(type="float", default=1),
+            retries=dict(type="int", default=2),
+            session_timeout=dict(type="int", default=2),
+            rate_limit_dir=dict(type="path", default="~/.cache/fleetnap/bmc"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    check_params(module, CHECKS)
+    try:
+        check_wave_hosts(p["action"], p["hosts"])
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
+    started = time.time()
+    names = [h["name"] for h in p["hosts"]]
+    if module.check_mode or not p["hosts"]:
+        module.exit_json(changed=bool(p["hosts"]), hosts={}, ok=[], failed=[], would=names,
+                         elapsed_s=round(time.time() - started, 3))
+
+    uses_bmc = any(h.get("bmc_address") and ("ipmi" in h["up_methods"] if p["action"] == "up"
+                                             else h["down_method"] != "suspend") for h in p["hosts"])
+    ipmitool = module.get_bin_path("ipmitool", required=uses_bmc)
+    timeout_bin = module.get_bin_path("timeout")
+
+    def runner(argv, env):
+        # The password travels in env only; argv has -E and no secret.
+        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
+
+    def send_wol(h):
+        send_packets([build_packet(m) for m in h["wol_macs"]], h["wol_address"], h["wol_port"],
+                     repeat=p["wol_repeat"])
+
+    hosts = []
+    for h in p["hosts"]:
+        entry = dict((k, v) for k, v in h.items() if k != "bmc_password")
+        entry["bmc"] = bmc_for(h, runner, ipmitool, [timeout_bin] if timeout_bin else None,
+                               min_interval=p["min_interval"], retries=p["retries"],
+                               session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])
+        hosts.append(entry)
+    probe = Probe(greeting=p["greeting"], connect_timeout=p["connect_timeout"], probe_timeout=p["probe_timeout"],
+                  interval=p["interval"])
+    wave = Wave(probe, send_wol, bmc_concurrency=p["bmc_concurrency"], concurrency=p["concurrency"],
+                wol_timeout=p["wol_timeout"], ipmi_timeout=p["ipmi_timeout"], down_timeout=p["down_timeout"],
+                silent_for=p["silent_for"], bmc_poll=max(1.0, p["min_interval"]),
+                cycle_unresponsive=p["cycle_unresponsive"], soft_fallback_hard=p["soft_fallback_hard"])
+    results = wave.wake(hosts) if p["action"] == "up" else wave.park(hosts)
+    ok = [n for n in names if results[n]["ok"]]
+    module.exit_json(changed=True, hosts=results, ok=ok, failed=[n for n in names if n not in ok],
+                     elapsed_s=round(time.time() - started, 3))
+
+
+if __name__ == "__main__":
+    main()

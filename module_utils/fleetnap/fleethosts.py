@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A fleet's host entries as the controller-side modules take them (gear_observe, gear_wave):
+their checks, and each one's BMC client. Standard library only."""
+
+from __future__ import annotations
+
+from ansible.module_utils.fleetnap.ipmi import Bmc
+from ansible.module_utils.fleetnap.validate import ParamError, name, number
+
+ADDRESS = name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address")
+HOST_CHECKS = {
+    "name": name(r"^[^\x00-\x1f]{1,255}$", "an inventory name of 1-255 printable characters"),
+    "address": ADDRESS,
+    "port": number(lo=1, hi=65535, integer=True),
+    "bmc_address": ADDRESS,
+    "bmc_port": number(lo=1, hi=65535, integer=True),
+    "bmc_user": name(r"^[^\x00-\x1f]{1,64}$", "a user name of 1-64 printable characters"),
+    "cipher_suite": number(lo=0, hi=17, integer=True),
+}
+MAX_HOSTS = 100000
+
+# The per-host options every controller-side fleet module takes (argument_spec suboptions).
+_HOST_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    address=dict(type="str", required=True),
+    port=dict(type="int", default=22),
+    bmc_address=dict(type="str"),
+    bmc_port=dict(type="int", default=623),
+    bmc_user=dict(type="str"),
+    bmc_password=dict(type="str", no_log=True),
+    cipher_suite=dict(type="int", default=3),
+)
+
+
+def host_options(**extra):
+    """A fresh copy of the per-host suboptions, with a module's own ``extra`` ones."""
+    out = dict((k, dict(v)) for k, v in _HOST_OPTIONS.items())
+    out.update(extra)
+    return out
+
+
+def check_hosts(hosts, extra=None):
+    """Every entry's fields checked as the module's own options are (HOST_CHECKS and ``extra``,
+    field -> check(option_name, value)); names unique. Raises ParamError naming hosts[i].field."""
+    if len(hosts) > MAX_HOSTS:
+        raise ParamError("option hosts: at most %d hosts, got %d" % (MAX_HOSTS, len(hosts)))
+    checks = dict(HOST_CHECKS, **(extra or {}))
+    seen = set()
+    for i, h in enumerate(hosts):
+        where = "hosts[%d]" % i
+        for field, check in checks.items():
+            if h.get(field) not in (None, "") or field in ("name", "address"):
+                check("%s.%s" % (where, field), h.get(field))
+        if h["name"] in seen:
+            raise ParamError("option %s.name: %r is listed twice" % (where, h["name"]))
+        seen.add(h["name"])
+
+
+class Unusable(object):
+    """A BMC the inventory names without the credentials to ask it: every command raises with the
+    reason (an observation of that host, not a failure of the whole call)."""
+
+    def __init__(self, reason, target=""):
+        self.reason = reason
+        self.target = target
+
+    def status(self):
+        raise ValueError(self.reason)
+
+    def power(self, action):
+        raise ValueError(self.reason)
+
+
+def bmc_for(h, runner, ipmitool, guard, min_interval=1.0, retries=2, session_timeout=2, state_dir=None):
+    """The host's BMC client (ipmi.Bmc), Unusable when credentials are missing, None without a BMC."""
+    if not h.get("bmc_address"):
+        return None
+    target = "%s:%d" % (h["bmc_address"], h.get("bmc_port") or 623)
+    missing = [f for f in ("bmc_user", "bmc_password") if not h.get(f)]
+    if missing:
+        return Unusable("no %s for BMC %s: give %s, for example the password from the controller's environment "
+                        "with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')"
+                        % (" or ".join(f[4:] for f in missing), target, " and ".join(missing)), target)
+    return Bmc(runner, ipmitool, h["bmc_address"], h.get("bmc_port") or 623, h["bmc_user"], h["bmc_password"],
+               cipher_suite=h.get("cipher_suite", 3), session_timeout=session_timeout, min_interval=min_interval,
+               retries=retries, state_dir=state_dir, guard=guard)

@@ -1,0 +1,263 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A wave of a gear shift, done for all of its hosts at once from the controller.
+
+``wake()`` wakes every host of a wave by its methods in order (Wake-on-LAN, then IPMI), waits
+for each one's SSH greeting and reports per host; ``park()`` powers down the hosts parked by
+their BMC and waits until every host of the wave (also those whose suspend the host itself was
+told to do) is silent. Every host has its own thread: a wave costs the slowest host's own
+transition plus a probe interval, not a task round per host and step.
+
+A probe is a TCP connection and, for SSH, the greeting (so a port a NAT or QEMU keeps open for a
+sleeping host is no answer). The connection gets ``connect_timeout`` (short: a new probe sends a
+new SYN at once, where one long connect waits for the kernel's SYN retransmissions at 1, 3, 7 s
+and reports a host that answered at 1.1 s at 3 s); the greeting gets ``probe_timeout``.
+
+BMC commands go through ``bmc_slots`` (at most that many in flight) and each BMC's own rate
+limit (ipmi.Bmc). A host's result has the shape gear_member's has: host, action, ok, method,
+state, attempts, wait_s, elapsed_s, msg. Nothing here raises for one host's failure: it is that
+host's result. Standard library only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.fleetnap.observe import answers
+
+
+class WaveError(Exception):
+    """One host's step failed (the message is that step's report)."""
+
+
+class Probe(object):
+    """answers() with a short connect and a longer greeting; counts probes."""
+
+    def __init__(self, greeting="^SSH-", connect_timeout=1.0, probe_timeout=3.0, interval=0.2,
+                 clock=time.monotonic, sleep=time.sleep, answer=answers):
+        self.greeting = greeting
+        self.connect_timeout = connect_timeout
+        self.probe_timeout = probe_timeout
+        self.interval = interval
+        self.clock = clock
+        self.sleep = sleep
+        self.answer = answer
+
+    def once(self, address, port, left=None):
+        cap = self.probe_timeout if left is None else max(0.05, min(self.probe_timeout, left))
+        return self.answer(address, port, self.greeting, cap,
+                           connect_timeout=min(cap, self.connect_timeout))
+
+    def until_answer(self, address, port, timeout):
+        """(answered, seconds to the answer or None, probes)."""
+        start = self.clock()
+        deadline = start + timeout
+        probes = 0
+        while True:
+            probes += 1
+            if self.once(address, port, deadline - self.clock()):
+                return True, round(self.clock() - start, 3), probes
+            if self.clock() + self.interval >= deadline:
+                return False, None, probes
+            self.sleep(self.interval)
+
+    def until_silent(self, address, port, timeout, silent_for):
+        """Until no answer for ``silent_for`` s: (silent, seconds to the first silent probe or
+        None, probes)."""
+        start = self.clock()
+        deadline = start + timeout
+        probes, silent_since = 0, None
+        while True:
+            probes += 1
+            at = self.clock()
+            if self.once(address, port, max(0.05, deadline - at)):
+                silent_since = None
+            elif silent_since is None:
+                silent_since = at
+            now = self.clock()
+            if silent_since is not None and now - silent_since >= silent_for:
+                return True, round(silent_since - start, 3), probes
+            if now >= deadline:
+                return False, None, probes
+            self.sleep(self.interval)
+
+
+class Wave(object):
+    """What a wave needs from the outside: the probe, the magic packet sender, BMC slots, time.
+
+    ``send_wol(host)`` sends the host's magic packets (raises on failure). A host's ``bmc`` is an
+    object with status() / power(action) / target (ipmi.Bmc), or None.
+    """
+
+    def __init__(self, probe, send_wol, bmc_concurrency=4, concurrency=512, wol_timeout=90.0,
+                 ipmi_timeout=300.0, down_timeout=120.0, silent_for=2.0, bmc_poll=1.0,
+                 cycle_unresponsive=False, soft_fallback_hard=False, clock=time.monotonic,
+                 wall=time.time, sleep=time.sleep):
+        self.probe = probe
+        self.send_wol = send_wol
+        self.bmc_slots = threading.BoundedSemaphore(max(1, bmc_concurrency))
+        self.concurrency = max(1, concurrency)
+        self.wol_timeout = wol_timeout
+        self.ipmi_timeout = ipmi_timeout
+        self.down_timeout = down_timeout
+        self.silent_for = silent_for
+        self.bmc_poll = bmc_poll
+        self.cycle_unresponsive = cycle_unresponsive
+        self.soft_fallback_hard = soft_fallback_hard
+        self.clock = clock
+        self.wall = wall
+        self.sleep = sleep
+
+    # -- BMC helpers: one command at a time per slot; a wait polls outside the slot
+    def _bmc(self, call, *args):
+        with self.bmc_slots:
+            return call(*args)
+
+    def _bmc_wait(self, bmc, wanted, timeout):
+        deadline = self.clock() + timeout
+        while True:
+            last = self._bmc(bmc.status)
+            if last == wanted:
+                return True, last
+            if self.clock() + self.bmc_poll > deadline:
+                return False, last
+            self.sleep(self.bmc_poll)
+
+    def _run(self, fn, hosts):
+        out = {}
+        lock = threading.Lock()
+
+        def one(h):
+            try:
+                r = fn(h)
+            except Exception as exc:  # a defect of one host's step must not lose the others' results
+                r = self._result(h, "up" if fn == self._wake_one else "down", False, "", "unknown", [], 0,
+                                 self.clock(), "%s: %s" % (exc.__class__.__name__, exc))
+            with lock:
+                out[h["name"]] = r
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(hosts) or 1))) as pool:
+            for f in [pool.submit(one, h) for h in hosts]:
+                f.result()
+        return out
+
+    def _result(self, h, action, ok, method, state, attempts, wait_s, t0, msg):
+        return {"host": h["name"], "action": action, "ok": ok, "method": method, "state": state,
+                "attempts": attempts, "wait_s": round(wait_s, 3), "elapsed_s": round(self.clock() - t0, 3),
+                "msg": msg}
+
+    # -- up
+    def wake(self, hosts):
+        """hosts: [{name, address, port, up_methods, chassis_was_off, bmc}] -> {name: result}."""
+        return self._run(self._wake_one, hosts)
+
+    def _wake_one(self, h):
+        t0 = self.clock()
+        attempts, waited = [], 0.0
+        for m in h["up_methods"]:
+            sent = self.clock()
+            booting = False
+            try:
+                if m == "wol":
+                    self.send_wol(h)
+                    timeout = self.wol_timeout
+                    note = ""
+                elif m == "ipmi":
+                    booting = self._ipmi_on(h)
+                    timeout = self.ipmi_timeout
+                    note = "chassis on since the wake (booting), no command sent; " if booting else ""
+                else:
+                    raise WaveError("unknown wake method %r" % (m,))
+                ok, took, probes = self.probe.until_answer(h["address"], h["port"], timeout)
+                if not ok:
+                    raise WaveError("did not answer within %g s (%d probes)" % (timeout, probes))
+                waited += took
+                # booting since the method before: that one woke it (this one only waited)
+                method = attempts[-1]["method"] if booting and attempts else m
+                attempts.append({"method": m, "ok": True, "elapsed_s": took,
+                                 "report": "%s: %sanswered after %s s" % (m, note, took)})
+                return self._result(h, "up", True, method, "on", attempts, waited, t0, "woke by %s" % method)
+            except Exception as exc:  # IpmiError, WolError, WaveError: this attempt's report
+                spent = round(self.clock() - sent, 2)
+                waited += spent
+                attempts.append({"method": m, "ok": False, "elapsed_s": spent, "report": "%s: %s" % (m, exc)})
+        return self._result(h, "up", False, "", "unknown", attempts, waited, t0,
+                            "%s did not come back: %s" % (h["name"], "; ".join(a["report"] for a in attempts)))
+
+    def _ipmi_on(self, h):
+        """Power the host on by its BMC; True when it is found booting (no command sent)."""
+        bmc = h.get("bmc")
+        if bmc is None:
+            raise WaveError("no BMC configured (fleetnap_bmc_address)")
+        power = self._bmc(bmc.status)
+        if power == "on" and h.get("chassis_was_off"):
+            return True
+        if power == "on" and not self.cycle_unresponsive:
+            raise WaveError("BMC %s reports chassis on but the host is silent (asleep in S3 or hung); IPMI power "
+                            "on cannot wake it. Set cycle_unresponsive (gear_ipmi_cycle_unresponsive) to "
+                            "power-cycle it (a reboot)" % bmc.target)
+        if power == "on":
+            self._bmc(bmc.power, "off")
+            reached, last = self._bmc_wait(bmc, "off", self.ipmi_timeout)
+            if not reached:
+                raise WaveError("BMC %s accepted 'chassis power off' for the power cycle but still reports %s"
+                                % (bmc.target, last))
+        self._bmc(bmc.power, "on")
+        return False
+
+    # -- down
+    def park(self, hosts):
+        """hosts: [{name, address, port, down_method, since (wall clock of the suspend) or None,
+        bmc}] -> {name: result}. suspend hosts were told to suspend by the caller; soft/off hosts
+        are powered down here. Every one is then waited for until silent."""
+        return self._run(self._park_one, hosts)
+
+    def _park_one(self, h):
+        t0 = self.clock()
+        method = h.get("down_method") or "suspend"
+        attempts = []
+        try:
+            if method in ("soft", "off"):
+                attempts.append(self._bmc_down(h, method))
+            elif method != "suspend":
+                raise WaveError("unknown down method %r" % (method,))
+            silent, took, probes = self.probe.until_silent(
+                h["address"], h["port"], self.down_timeout, self.silent_for)
+            if not silent:
+                raise WaveError("still answers %g s after %s (%d probes)" % (self.down_timeout, method, probes))
+        except Exception as exc:
+            state = "unknown" if method == "suspend" else "on"
+            report = str(exc)
+            return self._result(h, "down", False, method, state, attempts, self.clock() - t0, t0, report)
+        # seconds from the suspend command (given by the caller) or the BMC command to the silence
+        since = h.get("since")
+        wait = took + (max(0.0, self.wall() - since - (self.clock() - t0)) if since else 0.0)
+        return self._result(h, "down", True, method, "asleep" if method == "suspend" else "off", attempts,
+                            wait, t0, "silent %s s after %s" % (round(wait, 3), method))
+
+    def _bmc_down(self, h, method):
+        bmc = h.get("bmc")
+        if bmc is None:
+            raise WaveError("down method %s needs a BMC (fleetnap_bmc_address is empty)" % method)
+        before = self._bmc(bmc.status)
+        if before == "off":
+            return {"method": method, "ok": True, "report": "%s: chassis already off" % method}
+        self._bmc(bmc.power, method)
+        reached, last = self._bmc_wait(bmc, "off", self.down_timeout)
+        if not reached and method == "soft":
+            if not self.soft_fallback_hard:
+                raise WaveError("host behind BMC %s did not power off within %g s after a soft shutdown request "
+                                "(last state: %s); the OS must act on the ACPI power button, or set "
+                                "soft_fallback_hard for a hard off" % (bmc.target, self.down_timeout, last))
+            self._bmc(bmc.power, "off")
+            reached, last = self._bmc_wait(bmc, "off", self.down_timeout)
+            if reached:
+                return {"method": "off", "ok": True, "report": "soft: no power-off within %g s, hard off"
+                        % self.down_timeout}
+        if not reached:
+            raise WaveError("BMC %s accepted 'chassis power %s' but still reports %s after %g s"
+                            % (bmc.target, method, last, self.down_timeout))
+        return {"method": method, "ok": True, "report": "%s: chassis off" % method}

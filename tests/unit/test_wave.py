@@ -1,0 +1,271 @@
+"""A gear shift's wave done at once from the controller (module_utils/fleetnap/wave.py, the
+gear_wave module): every host its own thread, methods in order, a BMC only through its slots,
+one host's failure only that host's result. Probes are real TCP on 127.0.0.1 (a host "answers"
+while a listener greets like sshd on its port); the BMC is the error path's stand-in (the real
+one, ipmi_sim, is driven in tests/sim/test_sim_power.py)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from ansible.module_utils.fleetnap.ipmi import IpmiError
+from ansible.module_utils.fleetnap.wave import Probe, Wave
+
+
+class FakeHost:
+    """A port on 127.0.0.1 that greets like sshd while the host is up, refuses while it is down."""
+
+    def __init__(self, up=False):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.srv = None
+        self.lock = threading.Lock()
+        if up:
+            self.up()
+
+    def up(self, after=0.0):
+        def start():
+            if after:
+                time.sleep(after)
+            with self.lock:
+                if self.srv:
+                    return
+                srv = socket.socket()
+                srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                srv.bind(("127.0.0.1", self.port))
+                srv.listen(64)
+                self.srv = srv
+            threading.Thread(target=self._serve, args=(srv,), daemon=True).start()
+        if after:
+            threading.Thread(target=start, daemon=True).start()
+        else:
+            start()
+
+    def _serve(self, srv):
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            try:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+            except OSError:
+                pass
+            conn.close()
+
+    def down(self, after=0.0):
+        def stop():
+            if after:
+                time.sleep(after)
+            with self.lock:
+                if self.srv:
+                    self.srv.close()
+                    self.srv = None
+        if after:
+            threading.Thread(target=stop, daemon=True).start()
+        else:
+            stop()
+
+
+class FakeBmc:
+    """Chassis power of one FakeHost; counts commands in flight across all BMCs of a test."""
+
+    inflight = 0
+    most = 0
+    guard = threading.Lock()
+
+    def __init__(self, host, power="off", boot_s=0.1, off_ok=True, target="10.0.1.1:623", fail=None):
+        self.host, self.power_state, self.boot_s, self.off_ok = host, power, boot_s, off_ok
+        self.target, self.fail, self.commands = target, fail, []
+
+    def _enter(self):
+        with FakeBmc.guard:
+            FakeBmc.inflight += 1
+            FakeBmc.most = max(FakeBmc.most, FakeBmc.inflight)
+        time.sleep(0.02)
+        with FakeBmc.guard:
+            FakeBmc.inflight -= 1
+        if self.fail:
+            raise IpmiError(self.fail, kind="unreachable")
+
+    def status(self):
+        self._enter()
+        self.commands.append("status")
+        return self.power_state
+
+    def power(self, action):
+        self._enter()
+        self.commands.append(action)
+        if action == "on":
+            self.power_state = "on"
+            self.host.up(after=self.boot_s)
+        elif action in ("off", "soft") and self.off_ok:
+            self.power_state = "off"
+            self.host.down()
+
+
+def wave(**kw):
+    sent = []
+    probe = Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05)
+    w = Wave(probe, lambda h: sent.append(h["name"]), **dict(dict(wol_timeout=1.0, ipmi_timeout=2.0,
+                                                                      down_timeout=2.0, silent_for=0.2,
+                                                                      bmc_poll=0.05), **kw))
+    return w, sent
+
+
+def entry(name, host, methods=("wol",), bmc=None, **kw):
+    return dict({"name": name, "address": "127.0.0.1", "port": host.port, "up_methods": list(methods),
+                 "bmc": bmc}, **kw)
+
+
+def test_wol_wakes_a_host_and_the_result_says_by_what():
+    h = FakeHost()
+    w, sent = wave()
+    h.up(after=0.2)
+    r = w.wake([entry("a", h)])["a"]
+    assert sent == ["a"]
+    assert r["ok"] and r["method"] == "wol" and r["state"] == "on" and r["msg"] == "woke by wol"
+    assert 0.15 <= r["attempts"][0]["elapsed_s"] < 0.9
+
+
+def test_ipmi_takes_over_when_the_magic_packet_is_lost():
+    h = FakeHost()
+    bmc = FakeBmc(h)
+    w, sent = wave(wol_timeout=0.4)
+    r = w.wake([entry("a", h, ("wol", "ipmi"), bmc)])["a"]
+    assert r["ok"] and r["method"] == "ipmi"
+    assert [a["ok"] for a in r["attempts"]] == [False, True]
+    assert r["attempts"][0]["report"].startswith("wol: did not answer within 0.4 s")
+    assert bmc.commands == ["status", "on"]
+
+
+def test_a_silent_host_with_its_chassis_on_is_not_power_cycled():
+    h = FakeHost()
+    bmc = FakeBmc(h, power="on")
+    w, _ = wave(wol_timeout=0.3)
+    r = w.wake([entry("a", h, ("wol", "ipmi"), bmc)])["a"]
+    assert not r["ok"] and r["state"] == "unknown"
+    assert "reports chassis on but the host is silent" in r["msg"] and bmc.commands == ["status"]
+
+
+def test_cycle_unresponsive_reboots_it():
+    h = FakeHost()
+    bmc = FakeBmc(h, power="on")
+    w, _ = wave(cycle_unresponsive=True)
+    r = w.wake([entry("a", h, ("ipmi",), bmc)])["a"]
+    assert r["ok"] and r["method"] == "ipmi" and bmc.commands[:3] == ["status", "off", "status"]
+    assert "on" in bmc.commands
+
+
+def test_a_host_booting_since_the_magic_packet_is_waited_for_and_credited_to_wol():
+    h = FakeHost()
+    bmc = FakeBmc(h, power="on")                 # WoL from soft-off powered it on
+    w, _ = wave(wol_timeout=0.3)
+    h.up(after=0.8)                              # boots slower than the WoL wait
+    r = w.wake([entry("a", h, ("wol", "ipmi"), bmc, chassis_was_off=True)])["a"]
+    assert r["ok"] and r["method"] == "wol" and bmc.commands == ["status"]
+    assert "chassis on since the wake (booting), no command sent" in r["attempts"][1]["report"]
+
+
+def test_no_bmc_and_no_answer_is_a_per_host_failure_with_every_attempt():
+    h = FakeHost()
+    w, _ = wave(wol_timeout=0.2)
+    r = w.wake([entry("a", h, ("wol", "ipmi"))])["a"]
+    assert not r["ok"]
+    assert r["msg"] == ("a did not come back: wol: did not answer within 0.2 s (%d probes); "
+                        "ipmi: no BMC configured (fleetnap_bmc_address)" % int(r["msg"].split("(")[1].split()[0]))
+
+
+def test_a_wave_costs_its_slowest_host_not_the_sum():
+    hosts = [FakeHost() for _ in range(40)]
+    delays = [0.02 * i for i in range(40)]                  # 0 .. 0.78 s
+    for h, d in zip(hosts, delays):
+        h.up(after=d)
+    w, sent = wave(wol_timeout=3.0)
+    t = time.monotonic()
+    out = w.wake([entry("h%d" % i, h) for i, h in enumerate(hosts)])
+    took = time.monotonic() - t
+    assert all(r["ok"] for r in out.values()) and len(sent) == 40
+    assert took < sum(delays) / 4                           # 15.6 s in sequence
+    assert took < max(delays) + 1.0
+
+
+def test_bmc_commands_stay_within_their_slots():
+    FakeBmc.most = 0
+    hosts = [FakeHost() for _ in range(12)]
+    w, _ = wave(bmc_concurrency=2)
+    out = w.wake([entry("h%d" % i, h, ("ipmi",), FakeBmc(h)) for i, h in enumerate(hosts)])
+    assert all(r["ok"] for r in out.values())
+    assert FakeBmc.most <= 2
+
+
+def test_an_unanswering_bmc_fails_only_its_host():
+    a, b = FakeHost(), FakeHost()
+    w, _ = wave()
+    out = w.wake([entry("a", a, ("ipmi",), FakeBmc(a, fail="BMC 10.0.1.1:623 did not answer")),
+                  entry("b", b, ("ipmi",), FakeBmc(b))])
+    assert not out["a"]["ok"] and "ipmi: BMC 10.0.1.1:623 did not answer" in out["a"]["msg"]
+    assert out["b"]["ok"]
+
+
+def test_park_waits_for_hosts_that_suspended_themselves():
+    a, b = FakeHost(up=True), FakeHost(up=True)
+    a.down(after=0.3)
+    w, _ = wave(down_timeout=1.0)
+    out = w.park([entry("a", a, down_method="suspend", since=time.time()),
+                  entry("b", b, down_method="suspend", since=time.time())])
+    assert out["a"]["ok"] and out["a"]["state"] == "asleep" and 0.2 <= out["a"]["wait_s"] < 0.9
+    assert not out["b"]["ok"] and out["b"]["msg"].startswith("still answers 1 s after suspend")
+    b.down()
+
+
+def test_park_by_the_bmc_checks_the_chassis_off_and_the_silence():
+    a = FakeHost(up=True)
+    bmc = FakeBmc(a, power="on")
+    w, _ = wave()
+    r = w.park([entry("a", a, down_method="soft", bmc=bmc)])["a"]
+    assert r["ok"] and r["state"] == "off" and bmc.commands[:2] == ["status", "soft"]
+    assert r["attempts"] == [{"method": "soft", "ok": True, "report": "soft: chassis off"}]
+
+
+def test_soft_off_the_os_ignores_fails_unless_a_hard_off_is_allowed():
+    a = FakeHost(up=True)
+    w, _ = wave(down_timeout=0.3)
+    r = w.park([entry("a", a, down_method="soft", bmc=FakeBmc(a, power="on", off_ok=False))])["a"]
+    assert not r["ok"] and r["state"] == "on" and "did not power off within 0.3 s" in r["msg"]
+    a.down()
+
+
+def test_park_without_a_bmc_for_a_bmc_method_is_refused_for_that_host():
+    a = FakeHost(up=True)
+    w, _ = wave()
+    r = w.park([entry("a", a, down_method="off")])["a"]
+    assert not r["ok"] and r["msg"] == "down method off needs a BMC (fleetnap_bmc_address is empty)"
+    a.down()
+
+
+def test_a_defect_in_one_host_step_does_not_lose_the_others():
+    a, b = FakeHost(up=True), FakeHost(up=True)
+    w, _ = wave()
+    out = w.wake([entry("a", a, ("bogus",)), entry("b", b)])
+    assert not out["a"]["ok"] and "unknown wake method 'bogus'" in out["a"]["msg"]
+    assert out["b"]["ok"]
+    for h in (a, b):
+        h.down()
+
+
+@pytest.mark.parametrize("connect", [0.3])
+def test_a_short_connect_sees_an_answer_without_waiting_for_syn_retransmits(connect):
+    # a refused port is retried at once; an answer 0.5 s later is seen within a probe interval
+    h = FakeHost()
+    h.up(after=0.5)
+    ok, took, probes = Probe(connect_timeout=connect, probe_timeout=0.5, interval=0.05).until_answer(
+        "127.0.0.1", h.port, 3)
+    assert ok and 0.45 <= took < 0.8 and probes > 2
+    h.down()
