@@ -152,6 +152,10 @@ down_hosts:
   returned: success
   type: list
   elements: str
+power_w:
+  description: Host -> its power figures (C(power_w) of O(hosts), as given), for M(gear_energy).
+  returned: success
+  type: dict
 down_methods:
   description: Host -> how it is parked (C(suspend), C(soft), C(off)), for the hosts going down.
   returned: success

@@ -236,7 +236,7 @@ hosts:
       method: ipmi
       state: "on"
       attempts:
-        - {method: wol, ok: false, elapsed_s: 60.0, report: "wol: did not answer within 60 s (240 probes)"}
+        - {method: wol, ok: false, elapsed_s: 60.0, report: "wol: did not become answering within 60 s (240 probes)"}
         - {method: ipmi, ok: true, elapsed_s: 41.2, report: "ipmi: answered after 41.2 s"}
       wait_s: 101.2
       elapsed_s: 102.0

@@ -260,6 +260,8 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
         "up_hosts": [r["host"] for r in rows if r["action"] == "up"],
         "down_hosts": [r["host"] for r in rows if r["action"] == "down"],
         "down_methods": dict((r["host"], r["method"]) for r in rows if r["action"] == "down"),
+        # the hosts' power figures as given (fleetnap_power_w), for gear_energy to check and keep
+        "power_w": dict((n, h["power_w"]) for n, h in hosts.items() if h.get("power_w") is not None),
     }
 
 

@@ -9,6 +9,7 @@ Inputs (all optional; a missing one is reported as "not measured yet" with the p
 - ``resume/summary.json``      measure_resume.yml: per host, kernel and end-to-end resume
 - ``wake-latency/<host>.json`` measure_wake_latency.yml: per host and C-state, measured latency
 - ``gear/state.json``, ``gear/history.jsonl``  gear_shift.yml: the gear now and its history
+- ``gear/power_w.json``                        gear_shift.yml (gear_energy): hosts' power figures
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import glob
 import html
 import json
 import os
+import time
 
+from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history
 from ansible.module_utils.fleetnap.validate import ShapeError, shape
 
 
@@ -137,13 +140,13 @@ def check_history_record(doc, where):
     return doc
 
 
-def gather(artifacts):
+def gather(artifacts, until=None):
     """Everything the report shows, as plain data (also returned by the module).
 
     Every artifact is read strictly (UTF-8, JSON) and its shape checked: one that is not what the
     playbook writing it writes fails the report with a ReportError naming the file and the field
     (a report built around it would show wrong numbers or none)."""
-    data = {"profile": None, "resume": None, "wake_latency": {}, "gear": None, "gear_history": []}
+    data = {"profile": None, "resume": None, "wake_latency": {}, "gear": None, "gear_history": [], "energy": None}
     path = os.path.join(artifacts, "profile", "decisions.json")
     if os.path.exists(path):
         data["profile"] = check_profile(_load(path), path)
@@ -167,7 +170,28 @@ def gather(artifacts):
                 except ValueError:
                     raise ReportError("%s is not valid JSON" % where)
                 data["gear_history"].append(check_history_record(record, where))
+        data["energy"] = energy_of(path, os.path.join(artifacts, "gear", "power_w.json"), until)
     return data
+
+
+def energy_of(history_path, power_path, until=None):
+    """Host-hours and energy not spent per day (module_utils/fleetnap/energy.py), or ReportError
+    naming the file."""
+    try:
+        figures = {}
+        if os.path.exists(power_path):
+            try:
+                figures = check_figures(json.loads(_text(power_path)), power_path)
+            except ValueError as exc:
+                if isinstance(exc, EnergyError):
+                    raise
+                raise ReportError("%s is not valid JSON: rerun gear_shift.yml or remove it" % power_path)
+        history = read_history(_text(history_path).splitlines(), history_path)
+    except EnergyError as exc:
+        raise ReportError(str(exc))
+    if not history:
+        return None
+    return daily(history, figures, time.time() if until is None else until)
 
 
 def _e(value):
@@ -269,6 +293,28 @@ def _gear(state, history):
     return "".join(out)
 
 
+def _energy(energy):
+    if not energy:
+        return _missing("Energy", "gear_shift.yml")
+    days = energy["days"][-31:]
+    top = max([d["kwh_if_on"] for d in days] + [0.001])
+    rows = "".join(
+        "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s "
+        '<span class="bar" style="width:%dpx"></span></td></tr>'
+        % (_e(d["day"]), _num(d["host_hours"]["on"]), _num(d["parked_host_hours"]), _num(d["kwh_used"], "%.2f"),
+           _num(d["kwh_if_on"], "%.2f"), _num(d["kwh_not_spent"], "%.2f"), int(200 * d["kwh_not_spent"] / top))
+        for d in days)
+    t = energy["total"]
+    note = ""
+    if energy["hosts_without_figures"]:
+        note = ('<p class="missing">%d host(s) without power figures (fleetnap_power_w) count in host-hours only: %s</p>'
+                % (len(energy["hosts_without_figures"]), _e(", ".join(energy["hosts_without_figures"][:20]))))
+    return ("<table><tr><th>day (UTC)</th><th>host-hours on</th><th>host-hours parked</th><th>kWh used</th>"
+            "<th>kWh if always on</th><th>kWh not spent</th></tr>%s</table>"
+            "<p>In all: <b>%s</b> host-hours parked, <b>%s kWh</b> not spent of %s kWh staying on.</p>%s"
+            % (rows, _num(t["parked_host_hours"]), _num(t["kwh_not_spent"], "%.2f"), _num(t["kwh_if_on"], "%.2f"), note))
+
+
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
 table{border-collapse:collapse;margin-bottom:1em}th,td{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}
 th{background:#f3f3f3}.ok{background:#dcfce7;padding:1px 5px;border-radius:3px}
@@ -281,6 +327,7 @@ def render(data, title="fleetnap fleet report"):
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head>"
             "<body><h1>%s</h1>"
             "<h2>Latency profiles</h2>%s<h2>Suspend/resume</h2>%s<h2>C-state wake latency</h2>%s"
-            "<h2>Gear</h2>%s</body></html>\n" % (
+            "<h2>Gear</h2>%s<h2>Energy not spent</h2>%s</body></html>\n" % (
                 _e(title), CSS, _e(title), _profile(data["profile"]), _resume(data["resume"]),
-                _wake(data["wake_latency"], data["profile"]), _gear(data["gear"], data["gear_history"])))
+                _wake(data["wake_latency"], data["profile"]), _gear(data["gear"], data["gear_history"]),
+                _energy(data.get("energy"))))

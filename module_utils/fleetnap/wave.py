@@ -173,7 +173,7 @@ class Wave(object):
                     raise WaveError("unknown wake method %r" % (m,))
                 ok, took, probes = self.probe.until_answer(h["address"], h["port"], timeout)
                 if not ok:
-                    raise WaveError("did not answer within %g s (%d probes)" % (timeout, probes))
+                    raise WaveError("did not become answering within %g s (%d probes)" % (timeout, probes))
                 waited += took
                 # booting since the method before: that one woke it (this one only waited)
                 method = attempts[-1]["method"] if booting and attempts else m

@@ -305,7 +305,7 @@ def test_ipmi_off_then_on_by_each_hosts_methods_and_a_lost_packet(all_running, t
     proc = shift(lab, sd, "-e", "gear=1", "-vvv", "-e", "gear_down_method=off", inventories=[methods],
                  env={"FLEETNAP_BMC_PASSWORD": lab.password})
     assert proc.returncode == 0, why(proc)
-    assert "<localhost> EXEC" in proc.stdout and "bmc_power" in proc.stdout   # -vvv did show the commands
+    assert "<localhost> EXEC" in proc.stdout and "gear_wave" in proc.stdout   # -vvv did show the commands
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 1
     for name in down:

@@ -470,8 +470,35 @@ GEAR_WAVE = [
     ("host with an unknown key", dict(GW, hosts=[dict(WH, colour="red")]), "hosts.colour"),
 ]
 
+# gear_energy: the history and the power file prepared per case ({in}); power_file under {tmp}
+# unless the case is about it (a wrong acceptance would write it: the hash of {tmp} shows that).
+GE = {"history_file": "{in}/history.jsonl", "power_file": "{tmp}/power_w.json"}
+FIG = {"on": 130, "asleep": 5, "off": 3}
+GEAR_ENERGY = [
+    ("history_file relative", dict(GE, history_file="history.jsonl"), "option history_file: must be an absolute path"),
+    ("power_file with ..", dict(GE, power_file="{tmp}/../p.json"), "option power_file: '..' is not allowed"),
+    ("until nan", dict(GE, until=NAN), "option until: must be a finite number"),
+    ("until negative", dict(GE, until=-1), "option until: must be >= 0"),
+    ("power_w not a dict", dict(GE, power_w={"h1": 130}), "option power_w: h1: expected {on, asleep, off} watts"),
+    ("power_w nan", dict(GE, power_w={"h1": dict(FIG, on=NAN)}), "option power_w: h1.on: must be watts"),
+    ("power_w a gigawatt", dict(GE, power_w={"h1": dict(FIG, on=1e9)}), "h1.on: must be watts, a number from 0"),
+    ("power_w asleep above on", dict(GE, power_w={"h1": dict(FIG, asleep=500)}), "cannot draw more than on"),
+    ("power_w missing off", dict(GE, power_w={"h1": {"on": 130, "asleep": 5}}), "h1.off: must be watts"),
+    ("power_w unknown key", dict(GE, power_w={"h1": dict(FIG, idle=60)}), "unknown key(s) idle"),
+    ("history not JSON", GE, "history.jsonl line 2 is not valid JSON"),
+    ("history not UTF-8", GE, "history.jsonl is not UTF-8 text"),
+    ("history time not UTC", GE, "is not a UTC time"),
+    ("history state unknown word", GE, "power must map hosts to one of on, asleep, off, unknown"),
+    ("history too big", GE, "is larger than"),
+    ("power file not JSON", dict(GE, power_file="{in}/power_w.json"), "power_w.json is not valid JSON"),
+    ("power file wrong shape", dict(GE, power_file="{in}/power_w.json"), "power_w.json: h1.asleep: must be watts"),
+    ("power file dir missing", dict(GE, power_file="{tmp}/no/such/power_w.json", power_w={"h1": FIG}),
+     "the power file's directory {tmp}/no/such does not exist"),
+]
+
 
 TABLES = {
+    "gear_energy": GEAR_ENERGY,
     "gear_wave": GEAR_WAVE,
     "gear_observe": GEAR_OBSERVE,
     "wake_on_lan": WAKE_ON_LAN,
@@ -603,6 +630,21 @@ for _case, _doc in _STATES.items():
     PREPARE[("gear_shift_plan", _case)] = state_file(_doc)
 PREPARE[("gear_shift_plan", "parked since not a time")] = state_file({"hosts": {"lab1": {"state": "asleep",
                                                                                         "since": "last night"}}})
+_GOOD = json.dumps({"finished": "2026-11-25T00:00:00+00:00", "gear": 1, "power": {"h1": "asleep"}}) + "\n"
+_HISTORIES = {
+    "history not JSON": _GOOD + "{gear\n",
+    "history not UTF-8": _GOOD.encode() + b'{"note": "\xff"}\n',
+    "history time not UTC": _GOOD.replace("+00:00", "+02:00"),
+    "history state unknown word": _GOOD.replace("asleep", "dozing"),
+    "history too big": _GOOD + " " * (17 * 1024 * 1024) + "\n",
+}
+for _case, _text in _HISTORIES.items():
+    PREPARE[("gear_energy", _case)] = (lambda t: lambda d: _write(d / "history.jsonl", t))(_text)
+for _case in ("power file not JSON", "power file wrong shape"):
+    PREPARE[("gear_energy", _case)] = (lambda c: lambda d: (
+        _write(d / "history.jsonl", _GOOD),
+        _write(d / "power_w.json", "{h1" if c == "power file not JSON" else
+               json.dumps({"h1": {"on": 130, "asleep": "five", "off": 3}}))))(_case)
 PREPARE[("gear_shift_plan", "s3 record not JSON")] = lambda d: _write(d / "lab1" / "s3.json", "{ok")
 PREPARE[("gear_shift_plan", "s3 record without ok")] = lambda d: _write(d / "lab1" / "s3.json", '{"cycles": 3}')
 PREPARE[("shift_lock", "held by a live process")] = _live_lock
@@ -623,7 +665,7 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
 
 
 def test_every_table_has_at_least_15_cases():
-    assert set(TABLES) == {"gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
+    assert set(TABLES) == {"gear_energy", "gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
                            "powernap_advice", "resume_summary", "fleet_report", "gear_plan", "gear_shift_plan",
                            "shift_lock"}
     for module, table in TABLES.items():

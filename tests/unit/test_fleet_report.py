@@ -44,13 +44,20 @@ def test_sections_from_inputs(tmp_path):
     (tmp_path / "gear").mkdir()
     (tmp_path / "gear/state.json").write_text(json.dumps({"gear": 1, "target_gear": 1, "result": "ok",
                                                           "hosts": {"lab1": {"power": "on"}, "lab2": {"power": "off"}}}))
-    (tmp_path / "gear/history.jsonl").write_text("\n".join(json.dumps({"finished": "t%d" % i, "gear": g})
-                                                             for i, g in enumerate([3, 1, 3])) + "\n")
-    page = render(gather(str(tmp_path)))
+    times = ["2026-11-24T20:00:00+00:00", "2026-11-24T22:00:00+00:00", "2026-11-25T06:00:00+00:00"]
+    power = [{"lab1": "on", "lab2": "on"}, {"lab1": "on", "lab2": "asleep"}, {"lab1": "on", "lab2": "on"}]
+    (tmp_path / "gear/history.jsonl").write_text("\n".join(json.dumps({"finished": t, "gear": g, "power": p})
+                                                             for t, g, p in zip(times, [3, 1, 3], power)) + "\n")
+    (tmp_path / "gear/power_w.json").write_text(json.dumps({"lab2": {"on": 130, "asleep": 5, "off": 3}}))
+    page = render(gather(str(tmp_path), until=1795590000.0))      # 2026-11-25T07:00:00Z
     text, tags = parsed(page)
     assert "gw1" in text and "C6" in text and "resume 900 ms > budget 0 ms" in text
     assert "&lt;x&gt;" in page and "<x>" not in page
-    assert "3 shifts, from t0 to t2" in text and "svg" in tags and "polyline" in tags
+    assert "3 shifts, from %s to %s" % (times[0], times[2]) in text and "svg" in tags and "polyline" in tags
+    # energy: lab2 asleep 22:00-06:00 (2 h on the 24th, 6 h on the 25th) at 125 W less than on
+    assert "2026-11-24" in text and "2026-11-25" in text
+    assert "In all: 8.0 host-hours parked, 1.00 kWh not spent" in text
+    assert "1 host(s) without power figures (fleetnap_power_w) count in host-hours only: lab1" in text
     assert "gear 1 (target 1), result ok" in text
 
 

@@ -141,7 +141,7 @@ def test_ipmi_takes_over_when_the_magic_packet_is_lost():
     r = w.wake([entry("a", h, ("wol", "ipmi"), bmc)])["a"]
     assert r["ok"] and r["method"] == "ipmi"
     assert [a["ok"] for a in r["attempts"]] == [False, True]
-    assert r["attempts"][0]["report"].startswith("wol: did not answer within 0.4 s")
+    assert r["attempts"][0]["report"].startswith("wol: did not become answering within 0.4 s")
     assert bmc.commands == ["status", "on"]
 
 
@@ -178,7 +178,7 @@ def test_no_bmc_and_no_answer_is_a_per_host_failure_with_every_attempt():
     w, _ = wave(wol_timeout=0.2)
     r = w.wake([entry("a", h, ("wol", "ipmi"))])["a"]
     assert not r["ok"]
-    assert r["msg"] == ("a did not come back: wol: did not answer within 0.2 s (%d probes); "
+    assert r["msg"] == ("a did not come back: wol: did not become answering within 0.2 s (%d probes); "
                         "ipmi: no BMC configured (fleetnap_bmc_address)" % int(r["msg"].split("(")[1].split()[0]))
 
 

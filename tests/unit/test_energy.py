@@ -1,0 +1,83 @@
+"""Host-hours and energy not spent, per UTC day, from the gear history (module_utils/fleetnap/energy.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, parse_time, read_history
+
+W = {"a": {"on": 200, "asleep": 10, "off": 5}, "b": {"on": 100, "asleep": 4, "off": 2}}
+
+
+def line(t, power, **kw):
+    return json.dumps(dict({"finished": t, "gear": 1, "power": power}, **kw))
+
+
+def test_parse_time_takes_what_gear_record_writes():
+    assert parse_time("2026-11-25T00:00:00+00:00", "x") == 1795564800
+    assert parse_time("2026-11-25T00:00:00.250000+00:00", "x") == 1795564800.25
+    assert parse_time("2026-11-25T00:00:00Z", "x") == 1795564800
+    for bad in ("2026-11-25T00:00:00+01:00", "yesterday", "2026-11-25T00:00:00.x+00:00", 5):
+        with pytest.raises(EnergyError, match="^x: "):
+            parse_time(bad, "x")
+
+
+def test_a_night_parked_across_midnight_is_split_by_day_and_priced_per_host():
+    hist = read_history([line("2026-11-24T22:00:00+00:00", {"a": "asleep", "b": "off"}),
+                         line("2026-11-25T06:00:00+00:00", {"a": "on", "b": "on"})])
+    out = daily(hist, check_figures(W), until=parse_time("2026-11-25T08:00:00Z", "u"))
+    d1, d2 = out["days"]
+    assert d1["day"] == "2026-11-24" and d1["host_hours"] == {"on": 0.0, "asleep": 2.0, "off": 2.0, "unknown": 0.0}
+    assert d1["parked_host_hours"] == 4.0
+    # a: 2 h x 190 W, b: 2 h x 98 W
+    assert d1["kwh_not_spent"] == pytest.approx((2 * 190 + 2 * 98) / 1000.0)
+    assert d2["host_hours"] == {"on": 4.0, "asleep": 6.0, "off": 6.0, "unknown": 0.0}
+    assert d2["kwh_not_spent"] == pytest.approx((6 * 190 + 6 * 98) / 1000.0)
+    assert d2["kwh_if_on"] == pytest.approx(8 * 300 / 1000.0)
+    assert d2["kwh_used"] == pytest.approx(d2["kwh_if_on"] - d2["kwh_not_spent"])
+    assert out["total"]["parked_host_hours"] == 16.0 and out["hosts_without_figures"] == []
+
+
+def test_unknown_saves_nothing_and_hosts_without_figures_count_in_hours_only():
+    hist = read_history([line("2026-11-25T00:00:00Z", {"a": "unknown", "c": "asleep"})])
+    out = daily(hist, check_figures(W), until=parse_time("2026-11-25T01:00:00Z", "u"))
+    d = out["days"][0]
+    assert d["host_hours"]["unknown"] == 1.0 and d["parked_host_hours"] == 1.0
+    assert d["kwh_not_spent"] == 0.0 and out["hosts_without_figures"] == ["c"]
+
+
+def test_lines_out_of_order_and_blank_lines():
+    hist = read_history(["", line("2026-11-25T02:00:00Z", {"a": "on"}), line("2026-11-25T01:00:00Z", {"a": "off"})])
+    assert [p for _t, p in hist] == [{"a": "off"}, {"a": "on"}]
+    out = daily(hist, check_figures(W), until=parse_time("2026-11-25T02:00:00Z", "u"))
+    assert out["total"]["parked_host_hours"] == 1.0
+
+
+@pytest.mark.parametrize("figures, words", [
+    ({"a": {"on": 100, "asleep": 5}}, "a.off: must be watts"),
+    ({"a": {"on": float("nan"), "asleep": 5, "off": 1}}, "a.on: must be watts"),
+    ({"a": {"on": 1e9, "asleep": 5, "off": 1}}, "a.on: must be watts, a number from 0 to 100000"),
+    ({"a": {"on": 100, "asleep": -1, "off": 1}}, "a.asleep: must be watts"),
+    ({"a": {"on": 100, "asleep": True, "off": 1}}, "a.asleep: must be watts"),
+    ({"a": {"on": 10, "asleep": 50, "off": 1}}, "cannot draw more than on"),
+    ({"a": {"on": 10, "asleep": 5, "off": 1, "idle": 3}}, "unknown key(s) idle"),
+    ({"a": 100}, "expected {on, asleep, off} watts"),
+    ([1], "expected host -> {on, asleep, off} watts"),
+])
+def test_bad_figures_are_named(figures, words):
+    with pytest.raises(EnergyError) as exc:
+        check_figures(figures, "fig")
+    assert words in str(exc.value) and str(exc.value).startswith("fig")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("{", "h line 1 is not valid JSON"),
+    ("[]", "h line 1: expected a JSON object"),
+    (line("2026-11-25T00:00:00Z", {"a": "dozing"}), "h line 1: power must map hosts to one of"),
+    (json.dumps({"gear": 1, "power": {}}), "h line 1: finished: expected an ISO time"),
+])
+def test_bad_history_lines_are_named(text, words):
+    with pytest.raises(EnergyError, match=words):
+        read_history([text], "h")
