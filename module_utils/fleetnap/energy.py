@@ -33,13 +33,15 @@ class EnergyError(ValueError):
 
 
 def parse_time(text, where):
-    """Epoch seconds of an ISO time as gear_record writes it (…+00:00 or Z, optional fraction)."""
+    """Epoch seconds of an ISO time in UTC as gear_record writes it (Jinja's now(utc=true):
+    no offset; or +00:00 or Z; optional fraction). Another offset is refused."""
     if not isinstance(text, str):
         raise EnergyError("%s: expected an ISO time, got %r" % (where, text))
     t = text.strip().replace("Z", "+00:00")
-    if not t.endswith("+00:00"):
-        raise EnergyError("%s: %r is not a UTC time (…+00:00 or …Z)" % (where, text))
-    t = t[:-6]
+    if t.endswith("+00:00"):
+        t = t[:-6]
+    elif len(t) > 19 and t[19:20] in "+-" or "+" in t[10:]:
+        raise EnergyError("%s: %r is not a UTC time (no offset, +00:00 or Z)" % (where, text))
     frac = 0.0
     if "." in t:
         t, f = t.split(".", 1)

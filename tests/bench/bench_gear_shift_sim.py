@@ -44,6 +44,12 @@ class BenchError(Exception):
     pass
 
 
+def failure(what: str, out: str) -> BenchError:
+    """What failed: the playbook's fatal and failure lines first, then its tail."""
+    lines = [ln for ln in out.splitlines() if "fatal:" in ln or "FAILED!" in ln or '"msg"' in ln]
+    return BenchError("%s: %s\n...\n%s" % (what, "\n".join(lines[:20])[:4000], out[-1500:]))
+
+
 def sim(base: Path, n: int, *args: str, timeout: int = 900) -> str:
     subnet = ipaddress.ip_network("10.249.0.0/20")
     cmd = SIM + ["--state", str(base / "state"), "--inventory", str(base / "inv"), "--name", "bgs",
@@ -88,13 +94,13 @@ def one_size(n: int, keep: bool) -> dict:
         ping_s, proc = timed([str(VENV_BIN / "ansible"), "-i", inv, "all", "-m", "ansible.builtin.ping"],
                              ansible_env(base, "ping"))
         if proc.returncode != 0:
-            raise BenchError("ping round failed: %s" % proc.stdout[-2000:])
+            raise failure("ping round failed", proc.stdout)
         gear_dir = base / "gear"
         shift = [str(VENV_BIN / "ansible-playbook"), "-i", inv, str(REPO / "playbooks" / "gear_shift.yml"),
                  "-e", "gear_state_dir=%s" % gear_dir]
         down_s, proc = timed(shift + ["-e", "gear=1"], ansible_env(base, "down"))
         if proc.returncode != 0:
-            raise BenchError("3 -> 1 failed: %s" % proc.stdout[-3000:])
+            raise failure("3 -> 1 failed", proc.stdout)
         states = power_states(base)
         parked = sorted(h for h, s in states.items() if s != "on")
         group = {h["name"]: h["gear_group"] for h in table["hosts"]}
@@ -104,7 +110,7 @@ def one_size(n: int, keep: bool) -> dict:
             raise BenchError("3 -> 1 did not park exactly two gear groups in S3: %s" % states)
         up_shift_s, proc = timed(shift + ["-e", "gear=3"], ansible_env(base, "up"))
         if proc.returncode != 0:
-            raise BenchError("1 -> 3 failed: %s" % proc.stdout[-3000:])
+            raise failure("1 -> 3 failed", proc.stdout)
         states = power_states(base)
         if any(s != "on" for s in states.values()):
             raise BenchError("1 -> 3 left hosts down: %s" % {h: s for h, s in states.items() if s != "on"})

@@ -95,6 +95,9 @@ def test_a_silent_host_of_an_active_group_refuses_going_lower(fsim, gear):
     silent = in_groups(fsim, on1)[3]
     fsim.cli("fault", silent, "hang")
     try:
+        deadline = time.monotonic() + 30
+        while power(fsim, silent) != "hung" and time.monotonic() < deadline:
+            time.sleep(0.1)
         before = {n: len(fsim.power_log(n)) for n in fsim.hosts()}
         proc, st = shift(fsim, gear, "-e", "gear=1")
         assert proc.returncode != 0 and st["result"] == "refused", st

@@ -19,7 +19,8 @@ def test_parse_time_takes_what_gear_record_writes():
     assert parse_time("2026-11-25T00:00:00+00:00", "x") == 1795564800
     assert parse_time("2026-11-25T00:00:00.250000+00:00", "x") == 1795564800.25
     assert parse_time("2026-11-25T00:00:00Z", "x") == 1795564800
-    for bad in ("2026-11-25T00:00:00+01:00", "yesterday", "2026-11-25T00:00:00.x+00:00", 5):
+    assert parse_time("2026-11-25T00:00:00.5", "x") == 1795564800.5      # now(utc=true).isoformat()
+    for bad in ("2026-11-25T00:00:00+01:00", "2026-11-25T00:00:00-05:00", "2026-11-25T00:00:00.5+02:00", "yesterday", "2026-11-25T00:00:00.x+00:00", 5):
         with pytest.raises(EnergyError, match="^x: "):
             parse_time(bad, "x")
 
