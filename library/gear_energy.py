@@ -10,8 +10,8 @@ DOCUMENTATION = r"""
 module: gear_energy
 short_description: Host-hours and energy a fleet's gear shifts did not spend, per day
 description:
-  - Runs on the controller. Reads the gear history (gear_shift.yml's C(history.jsonl): every
-    host's power state at the end of every shift) and every host's power figures, and returns
+  - Runs on the controller. Reads the gear history (gear_shift.yml's C(history.jsonl), with every
+    host's power state at the end of every shift) and every host's power figures. It returns
     per UTC day the host-hours in each state, the host-hours parked (asleep in S3 or off) and the
     energy used and not spent against staying on (kWh).
   - A host is taken to be in the state a shift left it in until the next shift ended.

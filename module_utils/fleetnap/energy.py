@@ -63,7 +63,10 @@ def check_figures(figures, where="power figures"):
         at = "%s: %s" % (where, host)
         if not isinstance(f, dict):
             raise EnergyError("%s: expected {on, asleep, off} watts, got %r" % (at, f))
-        extra = sorted(set(f) - set(FIGURE_KEYS))
+        if any(isinstance(k, bool) for k in f):
+            raise EnergyError('%s: a key is true or false: write "on" and "off" in quotes (YAML reads them '
+                              "unquoted as booleans)" % at)
+        extra = sorted(str(k) for k in set(f) - set(FIGURE_KEYS))
         if extra:
             raise EnergyError("%s: unknown key(s) %s (on, asleep, off)" % (at, ", ".join(extra)))
         row = {}

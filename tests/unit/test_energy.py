@@ -65,6 +65,7 @@ def test_lines_out_of_order_and_blank_lines():
     ({"a": {"on": 10, "asleep": 50, "off": 1}}, "cannot draw more than on"),
     ({"a": {"on": 10, "asleep": 5, "off": 1, "idle": 3}}, "unknown key(s) idle"),
     ({"a": 100}, "expected {on, asleep, off} watts"),
+    ({"a": {True: 100, "asleep": 5, False: 1}}, 'write "on" and "off" in quotes'),
     ([1], "expected host -> {on, asleep, off} watts"),
 ])
 def test_bad_figures_are_named(figures, words):
