@@ -60,7 +60,7 @@ EXAMPLES = r"""
     history_file: "{{ playbook_dir }}/../artifacts/gear/history.jsonl"
     power_file: "{{ playbook_dir }}/../artifacts/gear/power_w.json"
     power_w:
-      web1: {on: 130, asleep: 5, off: 3}
+      web1: {"on": 130, "asleep": 5, "off": 3}    # quoted: YAML reads on/off unquoted as booleans
   delegate_to: localhost
   run_once: true
   register: energy

@@ -138,7 +138,9 @@ unhealthy:
   type: list
   elements: str
 rows:
-  description: Per host, sorted by name - host, group, rack, state, expected, target, action (up, down, none), method, why, unhealthy.
+  description:
+    - Per host, sorted by name - host, group, rack, state, expected, target, action (up, down, none), method, why,
+      unhealthy, and since (UTC, when the host entered its state, kept from O(state_file) while it is unchanged).
   returned: success
   type: list
   elements: dict
@@ -185,7 +187,8 @@ from datetime import date as dt_date
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import (
-    ShiftError, plan_shift, power_state_rows, read_expected, read_parked, read_s3_records, table, target_groups,
+    ShiftError, carry_since, plan_shift, power_state_rows, read_expected, read_parked, read_s3_records, read_states,
+    table, target_groups,
 )
 from ansible.module_utils.fleetnap.validate import all_of, check_params, items, number, numbers, path, text
 
@@ -238,6 +241,7 @@ def main():
             tier = dict(parked=read_parked(p["state_file"]), now=time.time(),
                         park_off_after_s=p["park_off_after_h"] * 3600.0)
         out = plan_shift(hosts, p["replicas"], gear, on, expected, **tier)
+        carry_since(out["rows"], read_states(p["state_file"]), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     except (ShiftError, GearError) as e:
         module.fail_json(msg=str(e))
     out["table"] = table(out["rows"])

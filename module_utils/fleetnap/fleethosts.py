@@ -83,6 +83,9 @@ def bmc_for(h, runner, ipmitool, guard, min_interval=1.0, retries=2, session_tim
         return Unusable("no %s for BMC %s: give %s, for example the password from the controller's environment "
                         "with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')"
                         % (" or ".join(f[4:] for f in missing), target, " and ".join(missing)), target)
-    return Bmc(runner, ipmitool, h["bmc_address"], h.get("bmc_port") or 623, h["bmc_user"], h["bmc_password"],
-               cipher_suite=h.get("cipher_suite", 3), session_timeout=session_timeout, min_interval=min_interval,
-               retries=retries, state_dir=state_dir, guard=guard)
+    try:
+        return Bmc(runner, ipmitool, h["bmc_address"], h.get("bmc_port") or 623, h["bmc_user"], h["bmc_password"],
+                   cipher_suite=h.get("cipher_suite", 3), session_timeout=session_timeout, min_interval=min_interval,
+                   retries=retries, state_dir=state_dir, guard=guard)
+    except ValueError as exc:       # what ipmi.validate_target refuses: that host's BMC, not the call
+        return Unusable("BMC %s cannot be asked: %s" % (target, exc), target)

@@ -330,6 +330,21 @@ def read_expected(path):
                 for name, h in _state_hosts(path).items() if h.get("state") is not None)
 
 
+def read_states(path):
+    """name -> the state file's entry ({state, since, ...}); {} without a state file."""
+    return _state_hosts(path)
+
+
+def carry_since(rows, previous, now_text):
+    """Every row's ``since``: kept from the state file while the host's state is unchanged, else
+    ``now_text`` (the shift's record keeps it, so a later shift knows how long a host is parked)."""
+    for r in rows:
+        h = previous.get(r["host"]) or {}
+        same = h.get("state") == r["state"] and isinstance(h.get("since"), str)
+        r["since"] = h["since"] if same else now_text
+    return rows
+
+
 def read_parked(path):
     """name -> epoch seconds since when the state file has the host asleep (parked in S3)."""
     out = {}
@@ -375,4 +390,5 @@ def read_s3_records(resume_dir, names):
 
 __all__ = ["GearError", "ShiftError", "POWER_STATES", "DOWN_METHODS", "UP_METHODS", "observed_state",
            "target_groups", "plan_shift", "park_method", "table", "read_expected", "read_parked", "read_s3_records",
+           "read_states", "carry_since",
            "power_state_rows"]

@@ -480,3 +480,14 @@ def test_read_parked_and_s3_records(tmp_path):
     (tmp_path / "r" / "a" / "s3.json").write_text('{"ok": tru')
     with pytest.raises(gs.ShiftError, match="s3.json is unreadable"):
         gs.read_s3_records(str(tmp_path / "r"), ["a"])
+
+
+def test_since_is_kept_while_the_state_is_unchanged_so_the_second_tier_can_see_it(tmp_path):
+    rows = [{"host": "a", "state": "asleep"}, {"host": "b", "state": "on"}, {"host": "c", "state": "asleep"}]
+    prev = {"a": {"state": "asleep", "since": "2026-11-24T22:00:00Z"}, "b": {"state": "asleep", "since": "x"}}
+    gs.carry_since(rows, prev, "2026-11-25T06:00:00Z")
+    assert [r["since"] for r in rows] == ["2026-11-24T22:00:00Z", "2026-11-25T06:00:00Z", "2026-11-25T06:00:00Z"]
+    # what the record writes from these rows is what read_parked reads back
+    st = tmp_path / "state.json"
+    st.write_text(json.dumps({"hosts": dict((r["host"], r) for r in rows)}))
+    assert gs.read_parked(str(st)) == {"a": 1795557600, "c": 1795586400}

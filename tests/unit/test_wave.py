@@ -269,3 +269,13 @@ def test_a_short_connect_sees_an_answer_without_waiting_for_syn_retransmits(conn
         "127.0.0.1", h.port, 3)
     assert ok and 0.45 <= took < 0.8 and probes > 2
     h.down()
+
+
+def test_a_bmc_the_client_cannot_ask_is_that_hosts_failure_not_the_calls():
+    from ansible.module_utils.fleetnap.fleethosts import Unusable, bmc_for
+    bmc = bmc_for({"bmc_address": "10.0.1.9", "bmc_user": "u" * 20, "bmc_password": "pw"}, None, "ipmitool", None)
+    assert isinstance(bmc, Unusable) and "not a valid IPMI user name" in bmc.reason
+    h = FakeHost()
+    w, _ = wave()
+    r = w.wake([entry("a", h, ("ipmi",), bmc)])["a"]
+    assert not r["ok"] and "ipmi: BMC 10.0.1.9:623 cannot be asked" in r["msg"]
