@@ -34,6 +34,21 @@ def missing_tools():
     return None
 
 
+def running_sim(tmp_path_factory, name: str, subnet: str, hosts: int, **env):
+    """A simulator of its own for a test module (a generator for a module-scoped fixture): skipped
+    without the tools, whatever a crashed earlier run left taken down first, down afterwards."""
+    import pytest
+
+    why = missing_tools()
+    if why:
+        pytest.skip(why)
+    s = Sim(tmp_path_factory.mktemp(name), name=name, subnet=subnet, **env)
+    s.cli("down")
+    s.cli("up", "--hosts", str(hosts))
+    yield s
+    s.cli("down", check=False)
+
+
 class Sim:
     def __init__(self, base: Path, name: str = SIM_NAME, subnet: str = SIM_SUBNET, **env):
         self.state = base / "state"

@@ -23,7 +23,7 @@ import pytest
 
 from ansible.module_utils.fleetnap.gear import groups_for
 from sim import ssh_answers as answers
-from simtools import Sim, missing_tools
+from simtools import Sim, running_sim
 
 pytestmark = pytest.mark.sim
 
@@ -32,15 +32,7 @@ NAME, SUBNET, HOSTS = "simf", "10.252.2.0/24", 100
 
 @pytest.fixture(scope="module")
 def fsim(tmp_path_factory):
-    why = missing_tools()
-    if why:
-        pytest.skip(why)
-    s = Sim(tmp_path_factory.mktemp("fsim"), name=NAME, subnet=SUBNET, SIM_RESUME="uniform:0.2:2",
-            SIM_BOOT="1")
-    s.cli("down")
-    s.cli("up", "--hosts", str(HOSTS))
-    yield s
-    s.cli("down", check=False)
+    yield from running_sim(tmp_path_factory, NAME, SUBNET, HOSTS, SIM_RESUME="uniform:0.2:2", SIM_BOOT="1")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from sim import ssh_answers as answers
-from simtools import REPO, Sim, VENV_BIN, missing_tools
+from simtools import REPO, Sim, VENV_BIN, running_sim
 
 pytestmark = pytest.mark.sim
 
@@ -32,14 +32,7 @@ BOOT_S = 2.0            # after a power-on (not the first) the host answers afte
 
 @pytest.fixture(scope="module")
 def psim(tmp_path_factory):
-    why = missing_tools()
-    if why:
-        pytest.skip(why)
-    s = Sim(tmp_path_factory.mktemp("psim"), name=NAME, subnet=SUBNET, SIM_RESUME=RESUME, SIM_BOOT=str(BOOT_S))
-    s.cli("down")
-    s.cli("up", "--hosts", str(HOSTS))
-    yield s
-    s.cli("down", check=False)
+    yield from running_sim(tmp_path_factory, NAME, SUBNET, HOSTS, SIM_RESUME=RESUME, SIM_BOOT=str(BOOT_S))
 
 
 def wait(what: str, cond, timeout: float = 30.0, step: float = 0.1):

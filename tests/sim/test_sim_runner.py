@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from simtools import REPO, Sim, VENV_BIN, missing_tools
+from simtools import REPO, Sim, VENV_BIN, running_sim
 
 pytestmark = pytest.mark.sim
 
@@ -21,14 +21,7 @@ NAME, SUBNET, HOSTS = "simr", "10.252.3.0/24", 6
 
 @pytest.fixture(scope="module")
 def rsim(tmp_path_factory):
-    why = missing_tools()
-    if why:
-        pytest.skip(why)
-    s = Sim(tmp_path_factory.mktemp("rsim"), name=NAME, subnet=SUBNET, SIM_RESUME="uniform:0.2:1", SIM_BOOT="1")
-    s.cli("down")
-    s.cli("up", "--hosts", str(HOSTS))
-    yield s
-    s.cli("down", check=False)
+    yield from running_sim(tmp_path_factory, NAME, SUBNET, HOSTS, SIM_RESUME="uniform:0.2:1", SIM_BOOT="1")
 
 
 def run(rsim: Sim, tmp_path, playbook: str, ident: str, **extravars):
