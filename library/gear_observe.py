@@ -68,6 +68,27 @@ options:
     description: Seconds a host has to greet (probes are repeated within it while refused).
     type: float
     default: 3
+  state_file:
+    description:
+      - A gear state file (M(gear_shift_plan), M(gear_state)). Hosts it records as parked
+        (C(asleep) or C(off)) are expected silent and probed for O(parked_probe_timeout) only; a
+        parked host that answers later than that is seen silent and, in a shift that wants it
+        on, woken, which it survives (a magic packet to a running host does nothing).
+      - Missing file = no host expected silent.
+    type: path
+  parked_probe_timeout:
+    description: Seconds a host the state file records as parked has to greet (at most O(probe_timeout)).
+    type: float
+    default: 1
+  bmc_read:
+    description:
+      - V(always) reads every host's chassis power (the BMC check of a shift's plan needs it).
+      - V(silent) reads only the BMCs of hosts that did not greet, after their probe (to tell
+        asleep from off); an answering host is on, and its RV(hosts.NAME.bmc) is null with
+        RV(hosts.NAME.bmc_read) false.
+    type: str
+    choices: [always, silent]
+    default: always
   bmc_concurrency:
     description: BMC reads in flight at most.
     type: int
@@ -124,8 +145,8 @@ hosts:
   returned: always
   type: dict
   sample:
-    lab1: {ssh: true, ssh_s: 0.004, probes: 1, bmc: "on", bmc_configured: true, bmc_error: ""}
-    lab2: {ssh: false, ssh_s: null, probes: 14, bmc: "on", bmc_configured: true, bmc_error: ""}
+    lab1: {ssh: true, ssh_s: 0.004, probes: 1, bmc: "on", bmc_configured: true, bmc_read: true, bmc_error: ""}
+    lab2: {ssh: false, ssh_s: null, probes: 14, bmc: "on", bmc_configured: true, bmc_read: true, bmc_error: ""}
 elapsed_s:
   description: Seconds the whole observation took.
   returned: always
@@ -136,11 +157,14 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
+from ansible.module_utils.fleetnap.gearshift import ShiftError, read_states
 from ansible.module_utils.fleetnap.observe import observe
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
 CHECKS = {
     "probe_timeout": number(lo=0, lo_open=True, hi=60),
+    "parked_probe_timeout": number(lo=0, lo_open=True, hi=60),
+    "state_file": path(),
     "bmc_concurrency": number(lo=1, hi=256, integer=True),
     "probe_concurrency": number(lo=1, hi=4096, integer=True),
     "min_interval": number(lo=0, hi=600),
@@ -155,6 +179,9 @@ def main():
         argument_spec=dict(
             hosts=dict(type="list", elements="dict", required=True, options=host_options()),
             probe_timeout=dict(type="float", default=3),
+            state_file=dict(type="path"),
+            parked_probe_timeout=dict(type="float", default=1),
+            bmc_read=dict(type="str", choices=["always", "silent"], default="always"),
             bmc_concurrency=dict(type="int", default=4),
             probe_concurrency=dict(type="int", default=256),
             min_interval=dict(type="float", default=1),
@@ -168,8 +195,10 @@ def main():
     check_params(module, CHECKS)
     try:
         check_hosts(p["hosts"])
-    except ParamError as exc:
+        recorded = read_states(p["state_file"]) if p["state_file"] else {}
+    except (ParamError, ShiftError) as exc:
         module.fail_json(msg=str(exc))
+    parked = set(n for n, h in recorded.items() if h.get("state") in ("asleep", "off"))
     started = time.time()
     with_bmc = [h for h in p["hosts"] if h.get("bmc_address")]
     ipmitool = module.get_bin_path("ipmitool", required=bool(with_bmc))
@@ -180,12 +209,14 @@ def main():
         return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
 
     targets = [{"name": h["name"], "address": h["address"], "port": h["port"],
+                "probe_timeout": p["parked_probe_timeout"] if h["name"] in parked else None,
                 "bmc": bmc_for(h, runner, ipmitool, [timeout_bin] if timeout_bin else None,
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])}
                for h in p["hosts"]]
     seen = observe(targets, p["probe_timeout"], lambda bmc: bmc.status(),
-                   probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"])
+                   probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"],
+                   bmc_read=p["bmc_read"])
     module.exit_json(changed=False, hosts=seen, elapsed_s=round(time.time() - started, 3))
 
 

@@ -144,11 +144,13 @@ def decide(event, hosts, rows, results):
             if r["host"] in batch and r.get("action") == "down":
                 out[r["host"]] = "asleep" if (r.get("method") or "suspend") == "suspend" else "off"
         return out
+    # A host may have two results (its wake, then what failed after it): a failure wins.
+    failed = set(res["host"] for res in results if res.get("ok") is not True)
     for res in results:
         h = res["host"]
         if h not in batch:
             continue
-        if event == "after_up" and res.get("ok") is True:
+        if event == "after_up" and res.get("ok") is True and h not in failed:
             out[h] = "on"
         elif event == "after_down":
             if res.get("ok") is True and res.get("state") in ("asleep", "off"):

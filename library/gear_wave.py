@@ -107,6 +107,21 @@ options:
       since:
         description: With C(suspend), when (Unix time) the host was told to suspend; the wait is counted from it.
         type: float
+      said:
+        description:
+          - With C(suspend), what the host's own checked suspend command said, that is the registered
+            result of the M(ansible.builtin.raw) task of the gear_member role (C(tasks_from=send))
+            with its C(rc), C(stdout), C(unreachable), C(msg) and C(skipped).
+          - Exit 0 is a scheduled suspend (waited for until silent); exit 4 (no S3 on the host) with
+            O(hosts[].no_s3_fallback) and a BMC parks the host by its BMC instead; a refusal
+            (an output line starting with C(cannot suspend), then the reason) fails the host with that reason, state C(on); anything else
+            fails it, state C(unknown). Without it the host is taken to have scheduled its suspend.
+        type: dict
+      no_s3_fallback:
+        description: With O(hosts[].said), how a host without S3 (exit 4) is parked instead, through its BMC; empty = fail it.
+        type: str
+        default: ""
+        choices: ["", soft, "off"]
   wol_timeout:
     description: Seconds a host has to answer after its magic packets.
     type: float
@@ -246,8 +261,10 @@ ok:
   returned: always
   type: list
   elements: str
-failed:
-  description: Names of the hosts that did not.
+not_ok:
+  description:
+    - Names of the hosts that did not. Each one's failure is its own result in RV(hosts), never the
+      task's (a key named C(failed) would be taken by Ansible for the task's own failure).
   returned: always
   type: list
   elements: str
@@ -317,6 +334,19 @@ def check_wave_hosts(action, hosts):
                     raise ParamError("%s.wol_address: %s" % (where, exc))
         if h.get("since") is not None and action != "down":
             raise ParamError("%s.since: only with action=down" % where)
+        said = h.get("said")
+        if said is not None and not said.get("skipped"):
+            if action != "down" or h["down_method"] != "suspend":
+                raise ParamError("%s.said: only with action=down and down_method suspend" % where)
+            rc = said.get("rc")
+            if rc is not None and (isinstance(rc, bool) or not isinstance(rc, int) or not -255 <= rc <= 255):
+                raise ParamError("%s.said.rc: must be an exit status (an integer), got %r" % (where, rc))
+            for key in ("stdout", "msg"):
+                if said.get(key) is not None and (not isinstance(said[key], str) or len(said[key]) > 65536):
+                    raise ParamError("%s.said.%s: must be text of at most 65536 characters" % (where, key))
+            for key in ("unreachable", "skipped"):
+                if said.get(key) is not None and not isinstance(said[key], bool):
+                    raise ParamError("%s.said.%s: must be true or false, got %r" % (where, key, said[key]))
 
 
 def main():
@@ -331,6 +361,8 @@ def main():
                 chassis_was_off=dict(type="bool", default=False),
                 down_method=dict(type="str", default="suspend", choices=["suspend", "soft", "off"]),
                 since=dict(type="float"),
+                said=dict(type="dict"),
+                no_s3_fallback=dict(type="str", default="", choices=["", "soft", "off"]),
             )),
             wol_timeout=dict(type="float", default=90),
             ipmi_timeout=dict(type="float", default=300),
@@ -361,11 +393,12 @@ def main():
     started = time.time()
     names = [h["name"] for h in p["hosts"]]
     if module.check_mode or not p["hosts"]:
-        module.exit_json(changed=bool(p["hosts"]), hosts={}, ok=[], failed=[], would=names,
+        module.exit_json(changed=bool(p["hosts"]), hosts={}, ok=[], not_ok=[], would=names,
                          elapsed_s=round(time.time() - started, 3))
 
     uses_bmc = any(h.get("bmc_address") and ("ipmi" in h["up_methods"] if p["action"] == "up"
-                                             else h["down_method"] != "suspend") for h in p["hosts"])
+                                             else h["down_method"] != "suspend" or h["no_s3_fallback"])
+                   for h in p["hosts"])
     ipmitool = module.get_bin_path("ipmitool", required=uses_bmc)
     timeout_bin = module.get_bin_path("timeout")
 
@@ -392,7 +425,7 @@ def main():
                 cycle_unresponsive=p["cycle_unresponsive"], soft_fallback_hard=p["soft_fallback_hard"])
     results = wave.wake(hosts) if p["action"] == "up" else wave.park(hosts)
     ok = [n for n in names if results[n]["ok"]]
-    module.exit_json(changed=True, hosts=results, ok=ok, failed=[n for n in names if n not in ok],
+    module.exit_json(changed=True, hosts=results, ok=ok, not_ok=[n for n in names if n not in ok],
                      elapsed_s=round(time.time() - started, 3))
 
 

@@ -16,7 +16,7 @@ import re
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 
 def answers(host, port, greeting, timeout, connect_timeout=None):
@@ -60,23 +60,30 @@ def answers_within(host, port, greeting, timeout, interval=0.2, clock=time.monot
 
 
 def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrency=256, bmc_concurrency=4,
-            probe=answers):
+            probe=answers, bmc_read="always"):
     """Observe every host at once.
 
-    hosts: [{"name", "address", "port", "bmc": opaque or None}]; bmc_status(bmc) returns 'on' /
-    'off' or raises with the reason (the caller's BMC client: rate-limited per BMC, retried).
+    hosts: [{"name", "address", "port", "bmc": opaque or None, "probe_timeout": optional}];
+    bmc_status(bmc) returns 'on' / 'off' or raises with the reason (the caller's BMC client:
+    rate-limited per BMC, retried). A host's own probe_timeout (no longer than ``probe_timeout``)
+    shortens its probe: a host expected silent needs no more than it takes to be sure.
+    bmc_read 'always' reads every BMC while the probes run; 'silent' reads only the BMCs of hosts
+    that did not answer (an answering host is on, whatever its chassis says), after their probe.
     At most probe_concurrency probes and bmc_concurrency BMC reads run at a time.
     Returns {name: {"ssh": bool, "ssh_s": seconds or None, "probes": n, "bmc": 'on'|'off'|None,
-    "bmc_configured": bool, "bmc_error": str}}.
+    "bmc_configured": bool, "bmc_read": bool, "bmc_error": str}}.
     """
     out = {h["name"]: {"ssh": False, "ssh_s": None, "probes": 0, "bmc": None,
-                       "bmc_configured": h.get("bmc") is not None, "bmc_error": ""} for h in hosts}
+                       "bmc_configured": h.get("bmc") is not None, "bmc_read": False, "bmc_error": ""}
+           for h in hosts}
     lock = threading.Lock()
 
     def ssh(h):
-        ok, probes, took = answers_within(h["address"], h["port"], greeting, probe_timeout, probe=probe)
+        timeout = min(probe_timeout, h.get("probe_timeout") or probe_timeout)
+        ok, probes, took = answers_within(h["address"], h["port"], greeting, timeout, probe=probe)
         with lock:
             out[h["name"]].update(ssh=ok, ssh_s=took, probes=probes)
+        return ok
 
     def bmc(h):
         try:
@@ -85,12 +92,18 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
         except Exception as exc:  # the reason is the observation: reported per host, never raised
             power, error = None, str(exc) or exc.__class__.__name__
         with lock:
-            out[h["name"]].update(bmc=power, bmc_error=error)
+            out[h["name"]].update(bmc=power, bmc_error=error, bmc_read=True)
 
     with ThreadPoolExecutor(max_workers=max(1, min(probe_concurrency, len(hosts) or 1))) as probes, \
             ThreadPoolExecutor(max_workers=max(1, bmc_concurrency)) as bmcs:
-        futures = [probes.submit(ssh, h) for h in hosts]
-        futures += [bmcs.submit(bmc, h) for h in hosts if h.get("bmc") is not None]
-        for f in futures:
+        probed = dict((probes.submit(ssh, h), h) for h in hosts)
+        reads = []
+        if bmc_read == "always":
+            reads = [bmcs.submit(bmc, h) for h in hosts if h.get("bmc") is not None]
+        for f in as_completed(probed):
+            h = probed[f]
+            if bmc_read != "always" and not f.result() and h.get("bmc") is not None:
+                reads.append(bmcs.submit(bmc, h))
+        for f in list(probed) + reads:
             f.result()
     return out

@@ -29,6 +29,35 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.fleetnap.observe import answers
 
 
+REFUSAL = "cannot suspend: "
+
+
+def suspend_outcome(said, no_s3_fallback, has_bmc):
+    """What a host's own suspend command said (gear_member's checked suspend, run by the caller
+    with failed_when false: its registered result, ``rc``, ``stdout``, ``unreachable``, ``msg``).
+
+    Returns (method, failed_state, note): method ``suspend`` (scheduled: wait for the silence),
+    or ``no_s3_fallback`` (the host has no S3 at all, exit 4, and a BMC: parked by it instead,
+    note says why), or None when the host cannot be parked: refused with its one-line reason
+    (nothing was scheduled, failed_state ``on``) or the command did not run (``unknown``)."""
+    if said.get("skipped"):
+        return "suspend", None, ""
+    lines = str(said.get("stdout") or "").splitlines()
+    refusal = next((ln.strip() for ln in lines if ln.strip().startswith(REFUSAL)), "")
+    if said.get("unreachable"):
+        return None, "unknown", "could not start the suspend (host unreachable): %s" % (
+            str(said.get("msg") or "").strip()[:300])
+    rc = said.get("rc")
+    if rc == 0:
+        return "suspend", None, ""
+    if rc == 4 and no_s3_fallback and has_bmc:
+        return no_s3_fallback, None, "%s: parked by %s through the BMC instead" % (refusal or "no S3", no_s3_fallback)
+    if refusal:
+        return None, "on", "%s; nothing was scheduled, the host stays up" % refusal
+    detail = ("%s %s" % (said.get("msg") or "", said.get("stdout") or "")).strip()
+    return None, "unknown", "could not start the suspend (rc %s): %s" % (rc, detail[:300])
+
+
 class WaveError(Exception):
     """One host's step failed (the message is that step's report)."""
 
@@ -219,6 +248,12 @@ class Wave(object):
         t0 = self.clock()
         method = h.get("down_method") or "suspend"
         attempts = []
+        note = ""
+        if method == "suspend" and h.get("said"):
+            method, failed_state, note = suspend_outcome(h["said"], h.get("no_s3_fallback") or "",
+                                                         h.get("bmc") is not None)
+            if method is None:
+                return self._result(h, "down", False, "suspend", failed_state, attempts, 0.0, t0, note)
         try:
             if method in ("soft", "off"):
                 attempts.append(self._bmc_down(h, method))
@@ -230,13 +265,13 @@ class Wave(object):
                 raise WaveError("still answers %g s after %s (%d probes)" % (self.down_timeout, method, probes))
         except Exception as exc:
             state = "unknown" if method == "suspend" else "on"
-            report = str(exc)
+            report = ("%s; " % note if note else "") + str(exc)
             return self._result(h, "down", False, method, state, attempts, self.clock() - t0, t0, report)
         # seconds from the suspend command (given by the caller) or the BMC command to the silence
         since = h.get("since")
         wait = took + (max(0.0, self.wall() - since - (self.clock() - t0)) if since else 0.0)
         return self._result(h, "down", True, method, "asleep" if method == "suspend" else "off", attempts,
-                            wait, t0, "silent %s s after %s" % (round(wait, 3), method))
+                            wait, t0, ("%s; " % note if note else "") + "silent %s s after %s" % (round(wait, 3), method))
 
     def _bmc_down(self, h, method):
         bmc = h.get("bmc")

@@ -404,6 +404,11 @@ GEAR_OBSERVE = [
     ("probe_timeout inf", dict(GO, probe_timeout=INF), "option probe_timeout: must be a finite number"),
     ("probe_timeout 0", dict(GO, probe_timeout=0), "option probe_timeout: must be > 0"),
     ("probe_timeout an hour", dict(GO, probe_timeout=3600), "option probe_timeout: must be > 0 and <= 60"),
+    ("parked_probe_timeout nan", dict(GO, parked_probe_timeout=NAN), "option parked_probe_timeout: must be a finite"),
+    ("parked_probe_timeout 0", dict(GO, parked_probe_timeout=0), "option parked_probe_timeout: must be > 0"),
+    ("state_file relative", dict(GO, state_file="gear/state.json"), "option state_file: must be an absolute path"),
+    ("state file not JSON", dict(GO, state_file="{in}/state.json"), "state file {in}/state.json is unreadable"),
+    ("bmc_read sometimes", dict(GO, bmc_read="sometimes"), "value of bmc_read must be one of"),
     ("bmc_concurrency 0", dict(GO, bmc_concurrency=0), "option bmc_concurrency: must be >= 1"),
     ("bmc_concurrency a million", dict(GO, bmc_concurrency=1000000), "option bmc_concurrency: must be >= 1 and <= 256"),
     ("probe_concurrency 0", dict(GO, probe_concurrency=0), "option probe_concurrency: must be >= 1"),
@@ -466,6 +471,13 @@ GEAR_WAVE = [
      "option hosts[0].since: must be >= 0 and <= 4102444800"),
     ("since with action up", dict(GW, hosts=[dict(WH, since=1.0)]), "option hosts[0].since: only with action=down"),
     ("host listed twice", dict(GW, hosts=[WH, WH]), "option hosts[1].name: 'h1' is listed twice"),
+    ("said with action up", dict(GW, hosts=[dict(WH, said={"rc": 0})]),
+     "option hosts[0].said: only with action=down and down_method suspend"),
+    ("said rc a word", dict(GW, action="down", hosts=[dict(WH, said={"rc": "zero"})]),
+     "option hosts[0].said.rc: must be an exit status"),
+    ("said unreachable a word", dict(GW, action="down", hosts=[dict(WH, said={"rc": 0, "unreachable": "no"})]),
+     "option hosts[0].said.unreachable: must be true or false"),
+    ("no_s3_fallback nap", dict(GW, action="down", hosts=[dict(WH, no_s3_fallback="nap")]), "no_s3_fallback"),
     ("bmc port 0", dict(GW, hosts=[dict(WB, bmc_port=0)]), "option hosts[0].bmc_port: must be >= 1 and <= 65535"),
     ("host with an unknown key", dict(GW, hosts=[dict(WH, colour="red")]), "hosts.colour"),
 ]
@@ -496,8 +508,52 @@ GEAR_ENERGY = [
      "the power file's directory {tmp}/no/such does not exist"),
 ]
 
+# gear_record: every file under {tmp} (a wrong acceptance writes there: the hash shows it), the
+# history prepared per case under {in}.
+from ansible.module_utils.fleetnap import gearshift as _gs   # noqa: E402
+
+_LAB = {"lab%d" % n: {"group": (n - 1) % 3 + 1, "rack": "r", "state": "on", "down_method": "suspend",
+                      "up_methods": ["wol"]} for n in range(1, 4)}
+_PLAN = _gs.plan_shift(_LAB, 3, 3, [1, 2, 3])
+_PLAN.update(table=_gs.table(_PLAN["rows"]), power_rows=_gs.power_state_rows(_PLAN["rows"]), date="2026-11-25")
+GR = {"plan": _PLAN, "after": _PLAN, "actions": [], "started": "2026-11-25T10:00:00+00:00",
+      "started_epoch": 1764064800.0, "state_file": "{tmp}/state.json", "history_file": "{tmp}/history.jsonl",
+      "power_file": "{tmp}/power_w.json", "metrics_dir": "{tmp}/metrics"}
+GEAR_RECORD = [
+    ("plan without rows", dict(GR, plan={k: v for k, v in _PLAN.items() if k != "rows"}),
+     "option plan: needs gear_shift_plan's"),
+    ("plan result unknown", dict(GR, plan=dict(_PLAN, result="great")), "option plan.result: 'great' is not one of"),
+    ("after rows not a list", dict(GR, after=dict(_PLAN, rows="lab1")), "option after.rows: must be a list of rows"),
+    ("after down_hosts numbers", dict(GR, after=dict(_PLAN, down_hosts=[1])),
+     "option after.down_hosts: must be a list of host names"),
+    ("action without ok", dict(GR, actions=[{"host": "lab1"}]), "option actions[0]: needs a host name (host) and ok"),
+    ("action ok a string", dict(GR, actions=[{"host": "lab1", "ok": "yes"}]), "option actions[0]"),
+    ("result unknown", dict(GR, result="fine"), "value of result must be one of"),
+    ("started_epoch nan", dict(GR, started_epoch=NAN), "option started_epoch: must be a finite number"),
+    ("started_epoch negative", dict(GR, started_epoch=-5), "option started_epoch: must be >= 0"),
+    ("started with a newline", dict(GR, started="2026\nx"), "option started: control characters are not allowed"),
+    ("state_file relative", dict(GR, state_file="state.json"), "option state_file: must be an absolute path"),
+    ("history_file with ..", dict(GR, history_file="{tmp}/../h.jsonl"), "option history_file: '..' is not allowed"),
+    ("state_file directory missing", dict(GR, state_file="{tmp}/no/such/state.json"),
+     "option state_file: its directory {tmp}/no/such does not exist"),
+    ("metrics_dir a file", dict(GR, metrics_dir="{in}/plain"), "option metrics_dir: {in}/plain is not a directory"),
+    ("power figures nan", dict(GR, after=dict(_PLAN, power_w={"lab1": {"on": NAN, "asleep": 5, "off": 3}})),
+     "option after.power_w: lab1.on: must be watts"),
+    ("history not JSON", dict(GR, history_file="{in}/history.jsonl"), "history.jsonl line 1 is not valid JSON"),
+    ("power file not JSON", dict(GR, power_file="{in}/power_w.json"), "power_w.json is not valid JSON"),
+    ("state file a directory", dict(GR, state_file="{in}/statedir"), "statedir is a directory, not a file"),
+    ("unknown option", dict(GR, colour="red"), "Unsupported parameters"),
+]
+PREPARE_GR = {
+    "metrics_dir a file": lambda d: _write(d / "plain", "x"),
+    "history not JSON": lambda d: _write(d / "history.jsonl", "{gear\n"),
+    "power file not JSON": lambda d: _write(d / "power_w.json", "{lab1"),
+    "state file a directory": lambda d: (d / "statedir").mkdir(),
+}
+
 
 TABLES = {
+    "gear_record": GEAR_RECORD,
     "gear_energy": GEAR_ENERGY,
     "gear_wave": GEAR_WAVE,
     "gear_observe": GEAR_OBSERVE,
@@ -647,6 +703,9 @@ for _case in ("power file not JSON", "power file wrong shape"):
                json.dumps({"h1": {"on": 130, "asleep": "five", "off": 3}}))))(_case)
 PREPARE[("gear_shift_plan", "s3 record not JSON")] = lambda d: _write(d / "lab1" / "s3.json", "{ok")
 PREPARE[("gear_shift_plan", "s3 record without ok")] = lambda d: _write(d / "lab1" / "s3.json", '{"cycles": 3}')
+PREPARE[("gear_observe", "state file not JSON")] = lambda d: _write(d / "state.json", "{hosts")
+for _case, _f in PREPARE_GR.items():
+    PREPARE[("gear_record", _case)] = _f
 PREPARE[("shift_lock", "held by a live process")] = _live_lock
 PREPARE[("shift_lock", "release of a live process's lock")] = _live_lock
 
@@ -665,7 +724,7 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
 
 
 def test_every_table_has_at_least_15_cases():
-    assert set(TABLES) == {"gear_energy", "gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
+    assert set(TABLES) == {"gear_record", "gear_energy", "gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
                            "powernap_advice", "resume_summary", "fleet_report", "gear_plan", "gear_shift_plan",
                            "shift_lock"}
     for module, table in TABLES.items():

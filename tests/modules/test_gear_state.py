@@ -41,8 +41,10 @@ def test_after_up_marks_only_verified_wakes(tmp_path):
     sf = tmp_path / "state.json"
     sf.write_text(json.dumps({"gear": 1, "result": "ok", "hosts": {
         "n4": {"host": "n4", "state": "asleep", "group": 2}, "n5": {"host": "n5", "state": "off"}}}))
-    res = run_module("gear_state", {"path": str(sf), "event": "after_up", "hosts": ["n4", "n5"], "results": [
-        {"host": "n4", "ok": True, "state": "on"}, {"host": "n5", "ok": False}]}, diff=True, tmp_path=tmp_path)
+    # n6 woke (the wave's result) but its health command failed after it (a second result): not on.
+    res = run_module("gear_state", {"path": str(sf), "event": "after_up", "hosts": ["n4", "n5", "n6"], "results": [
+        {"host": "n4", "ok": True, "state": "on"}, {"host": "n5", "ok": False}, {"host": "n6", "ok": True, "state": "on"},
+        {"host": "n6", "ok": False, "msg": "health command failed"}]}, diff=True, tmp_path=tmp_path)
     assert res.changed and res["updated"] == {"n4": "on"}
     st = _state(sf)
     assert st["hosts"]["n4"] == dict(st["hosts"]["n4"], state="on", group=2)   # the rest of the entry kept

@@ -309,3 +309,40 @@ def test_down_stops_every_bmc_and_power_program(psim):
                 continue
             assert not any(d in cmd for d in dirs), cmd
     assert not any(Path(d).exists() for d in dirs)
+
+
+def test_gear_member_alone_parks_a_host_in_s3_and_wakes_it(psim, tmp_path):
+    """The gear_member role on its own, as a playbook of an operator's would call it: down (the
+    host's own checked suspend, then the same gear_wave call gear_shift parks a wave with) and
+    up (magic packet), each result checked against the host's power log."""
+    host = sorted(psim.hosts())[0]
+    out = tmp_path / "results"
+    out.mkdir()
+    play = tmp_path / "member.yml"
+    play.write_text("""
+- hosts: %s
+  gather_facts: false
+  tasks:
+    - name: Down, then up
+      ansible.builtin.include_role:
+        name: gear_member
+      vars:
+        gear_member_action: "{{ item }}"
+        gear_member_power_ok: true
+        gear_member_wol_timeout_s: 30
+      loop: [down, up]
+    - name: Keep the last result
+      ansible.builtin.copy:
+        content: "{{ gear_member_result | to_json }}"
+        dest: "%s/up.json"
+        mode: "0644"
+      delegate_to: localhost
+""" % (host, out))
+    before = len(psim.power_log(host))
+    proc = psim.playbook(str(play))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    states = [(r["state"], r["why"]) for r in psim.power_log(host)[before:]]
+    assert states[0][0] == "S3" and states[-1] == ("on", "magic packet"), states
+    up = json.loads((out / "up.json").read_text())
+    assert up["ok"] and up["action"] == "up" and up["method"] == "wol", up
+    assert answers(psim.hosts()[host]["ip"])

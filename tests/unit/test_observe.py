@@ -108,7 +108,7 @@ def test_every_host_observed_and_every_failure_is_a_per_host_observation(greeter
     ]
     seen = observe(hosts, 0.5, lambda b: b.status())
     assert seen["up"] == {"ssh": True, "ssh_s": seen["up"]["ssh_s"], "probes": 1, "bmc": "on",
-                          "bmc_configured": True, "bmc_error": ""}
+                          "bmc_configured": True, "bmc_read": True, "bmc_error": ""}
     assert not seen["asleep"]["ssh"] and seen["asleep"]["bmc"] == "on" and seen["asleep"]["probes"] > 1
     assert not seen["off"]["ssh"] and seen["off"]["bmc"] == "off"
     assert seen["deadbmc"]["ssh"] and seen["deadbmc"]["bmc"] is None
@@ -149,3 +149,44 @@ def test_all_at_once_within_bounds_of_concurrency():
     assert len(seen) == 60 and all(r["ssh"] and r["bmc"] == "on" for r in seen.values())
     assert count["bmc"][1] == 3
     assert count["probe"][1] == 25
+
+
+def test_bmc_read_silent_reads_only_the_bmcs_of_silent_hosts(greeter):
+    """After a shift an answering host is on whatever its chassis says: only silent hosts' BMCs
+    are asked (asleep or off?), and the answering host's BMC is never called."""
+    ssh = greeter(b"SSH-2.0-x\r\n")
+    calls = []
+
+    class Logged(FakeBmc):
+        def status(self):
+            calls.append(self.answer)
+            return FakeBmc.status(self)
+
+    hosts = [
+        {"name": "up", "address": "127.0.0.1", "port": ssh, "bmc": Logged("never asked")},
+        {"name": "asleep", "address": "127.0.0.1", "port": free_port(), "bmc": Logged("on")},
+        {"name": "off", "address": "127.0.0.1", "port": free_port(), "bmc": Logged("off")},
+    ]
+    seen = observe(hosts, 0.4, lambda b: b.status(), bmc_read="silent")
+    assert sorted(calls) == ["off", "on"]
+    assert seen["up"]["ssh"] and seen["up"]["bmc"] is None and seen["up"]["bmc_read"] is False
+    assert seen["asleep"]["bmc"] == "on" and seen["asleep"]["bmc_read"] is True
+    assert seen["off"]["bmc"] == "off"
+
+
+def test_a_hosts_own_probe_timeout_shortens_only_its_probe():
+    """A host expected silent is probed for its own (shorter) timeout; the others for the
+    module's: counted in probes with a fake probe and clock, not timed."""
+    asked = {}
+
+    def probe(host, port, greeting, timeout):
+        asked.setdefault(port, []).append(timeout)
+        return False
+
+    hosts = [{"name": "parked", "address": "127.0.0.1", "port": 1, "bmc": None, "probe_timeout": 0.3},
+             {"name": "other", "address": "127.0.0.1", "port": 2, "bmc": None},
+             {"name": "longer", "address": "127.0.0.1", "port": 3, "bmc": None, "probe_timeout": 9.0}]
+    seen = observe(hosts, 0.6, lambda b: b.status(), probe=probe)
+    assert not any(r["ssh"] for r in seen.values())
+    assert max(asked[1]) <= 0.3 + 1e-9 and max(asked[2]) > 0.3 and max(asked[3]) <= 0.6 + 1e-9
+    assert seen["parked"]["probes"] < seen["other"]["probes"]

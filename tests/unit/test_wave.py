@@ -279,3 +279,52 @@ def test_a_bmc_the_client_cannot_ask_is_that_hosts_failure_not_the_calls():
     w, _ = wave()
     r = w.wake([entry("a", h, ("ipmi",), bmc)])["a"]
     assert not r["ok"] and "ipmi: BMC 10.0.1.9:623 cannot be asked" in r["msg"]
+
+
+def test_what_the_host_said_decides_how_it_is_parked():
+    """gear_member's checked suspend, as the raw task registers it: scheduled, no S3 (exit 4:
+    parked by the BMC when there is one and a fallback), refused with its reason, not sent."""
+    from ansible.module_utils.fleetnap.wave import suspend_outcome
+    assert suspend_outcome({"rc": 0, "stdout": ""}, "soft", True) == ("suspend", None, "")
+    assert suspend_outcome({"skipped": True}, "soft", True) == ("suspend", None, "")
+    no_s3 = {"rc": 4, "stdout": "cannot suspend: /sys/power/state offers [freeze], not mem [no S3 on this host]\r\n"}
+    method, state, note = suspend_outcome(no_s3, "soft", True)
+    assert method == "soft" and state is None
+    assert note == "cannot suspend: /sys/power/state offers [freeze], not mem [no S3 on this host]: " \
+                   "parked by soft through the BMC instead"
+    assert suspend_outcome(no_s3, "soft", False)[:2] == (None, "on")         # no BMC: refused, stays up
+    assert suspend_outcome(no_s3, "", True)[:2] == (None, "on")              # no fallback wanted
+    refused = {"rc": 3, "stdout": "cannot suspend: suspend.target is masked (/etc/systemd/system/suspend.target -> /dev/null)\n"}
+    assert suspend_outcome(refused, "soft", True) == (
+        None, "on", "cannot suspend: suspend.target is masked (/etc/systemd/system/suspend.target -> /dev/null); "
+                    "nothing was scheduled, the host stays up")
+    gone = {"unreachable": True, "msg": "Failed to connect to the host via ssh: timed out"}
+    assert suspend_outcome(gone, "soft", True) == (
+        None, "unknown", "could not start the suspend (host unreachable): Failed to connect to the host via ssh: timed out")
+    odd = {"rc": 127, "stdout": "sh: systemd-run: not found"}
+    assert suspend_outcome(odd, "soft", True) == (
+        None, "unknown", "could not start the suspend (rc 127): sh: systemd-run: not found")
+
+
+def test_park_reads_what_each_host_said():
+    """A refused host fails at once, stays up, nothing sent to its BMC; a host without S3 is
+    powered off by its BMC instead and the result says why; a scheduled one is waited for."""
+    refused, nos3, fine = FakeHost(up=True), FakeHost(up=True), FakeHost(up=True)
+    fine.down(after=0.2)
+    bmc_refused, bmc_nos3 = FakeBmc(refused, power="on"), FakeBmc(nos3, power="on")
+    w, _ = wave(down_timeout=1.0)
+    out = w.park([
+        entry("refused", refused, down_method="suspend", bmc=bmc_refused, no_s3_fallback="soft",
+              said={"rc": 3, "stdout": "cannot suspend: AllowSuspend=no in /etc/systemd/sleep.conf\n"}),
+        entry("nos3", nos3, down_method="suspend", bmc=bmc_nos3, no_s3_fallback="soft",
+              said={"rc": 4, "stdout": "cannot suspend: /sys/power/state offers [freeze], not mem [no S3 on this host]"}),
+        entry("fine", fine, down_method="suspend", since=time.time(), said={"rc": 0, "stdout": ""})])
+    r = out["refused"]
+    assert not r["ok"] and r["state"] == "on" and bmc_refused.commands == []
+    assert r["msg"] == "cannot suspend: AllowSuspend=no in /etc/systemd/sleep.conf; nothing was scheduled, the host stays up"
+    r = out["nos3"]
+    assert r["ok"] and r["method"] == "soft" and r["state"] == "off" and bmc_nos3.commands[:2] == ["status", "soft"]
+    assert r["msg"].startswith("cannot suspend: /sys/power/state offers [freeze], not mem [no S3 on this host]: "
+                               "parked by soft through the BMC instead; silent ")
+    assert out["fine"]["ok"] and out["fine"]["state"] == "asleep"
+    refused.down()

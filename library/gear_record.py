@@ -1,0 +1,276 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gear_record
+short_description: Record a gear shift on the controller in one call (state, history, energy, metrics)
+description:
+  - Runs on the controller at the end of C(gear_shift.yml) (C(delegate_to=localhost), C(run_once)).
+  - Decides the shift's result from the plan, the per-host results and where the hosts are now
+    (V(failed) when a host's action failed or a host is not where the plan put it, else the plan's
+    own V(ok) or V(degraded)), unless O(result) is given (a shift stopped before it acted).
+  - Writes the state file (the document M(gear_shift_plan) reads as the previous shift's result),
+    appends the shift to the history (a JSON line with every host's power state at its end),
+    keeps the hosts' power figures and computes the energy not spent as M(gear_energy) does,
+    and writes the C(fleetnap_gear*) metrics for node_exporter's textfile collector
+    (C(fleetnap_gear.prom) in O(metrics_dir)).
+  - Every input is checked before anything is read or written. When a write fails, the files
+    written before it in this call are put back as they were, and the message says so.
+version_added: "0.4.0"
+author: fleetnap contributors (@fleetnap)
+options:
+  plan:
+    description: M(gear_shift_plan)'s return when the shift was planned.
+    type: dict
+    required: true
+  after:
+    description: M(gear_shift_plan)'s return over the hosts as they were observed after the shift.
+    type: dict
+    required: true
+  actions:
+    description:
+      - Per-host results of the shift (C(host), C(ok), C(action), C(method), C(msg), ...).
+      - A host with two results for one action (its wake, then a failure after it) is recorded
+        once, failed, with the details of both.
+    type: list
+    elements: dict
+    default: []
+  result:
+    description: The result to record instead of deciding it (a shift stopped before it acted).
+    type: str
+    choices: [ok, degraded, refused, failed]
+  reason:
+    description: The reason to record with O(result).
+    type: str
+    default: ""
+  started:
+    description: When the shift started (ISO 8601 text, as recorded).
+    type: str
+    required: true
+  started_epoch:
+    description: When the shift started, Unix time (for its duration).
+    type: float
+    required: true
+  state_file:
+    description: The gear state file (JSON). Its directory must exist.
+    type: path
+    required: true
+  history_file:
+    description: The gear history (JSON lines), appended to.
+    type: path
+    required: true
+  power_file:
+    description: Where the hosts' power figures are kept (JSON, host -> {on, asleep, off} watts).
+    type: path
+    required: true
+  metrics_dir:
+    description: Directory of node_exporter's textfile collector (created when missing).
+    type: path
+    required: true
+attributes:
+  check_mode:
+    support: full
+    description: Returns the record, the energy and the report; writes nothing.
+  diff_mode:
+    support: none
+    description: The record is returned whole.
+  platform:
+    description: Runs on the controller.
+    support: full
+    platforms: posix
+seealso:
+  - module: gear_shift_plan
+  - module: gear_state
+  - module: gear_energy
+"""
+
+EXAMPLES = r"""
+- name: Record the shift
+  gear_record:
+    plan: "{{ gear_shift }}"
+    after: "{{ __gear_after }}"
+    actions: "{{ gear_results }}"
+    started: "{{ __gear_started }}"
+    started_epoch: "{{ __gear_t0 }}"
+    state_file: /var/lib/fleetnap/gear/state.json
+    history_file: /var/lib/fleetnap/gear/history.jsonl
+    power_file: /var/lib/fleetnap/gear/power_w.json
+    metrics_dir: /var/lib/prometheus/node-exporter
+  delegate_to: localhost
+  run_once: true
+  register: gear_recorded
+"""
+
+RETURN = r"""
+record:
+  description: The state file's document (gear, target and requested gear, result, reason, hosts, actions, times).
+  returned: always
+  type: dict
+result:
+  description: The shift's result.
+  returned: always
+  type: str
+  sample: ok
+reason:
+  description: Why, when not ok (per failed host, hosts not converged, the health gate).
+  returned: always
+  type: str
+energy:
+  description: M(gear_energy)'s return (days, total, hosts_without_figures) with this shift in the history.
+  returned: always
+  type: dict
+report:
+  description: The lines to print at the end of the shift (result, the hosts now, every action).
+  returned: always
+  type: list
+  elements: str
+written:
+  description: The files written.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import time
+from datetime import datetime, timezone
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history
+from ansible.module_utils.fleetnap.gearrecord import (Writes, check_inputs, history_line, merge_actions, metrics, outcome,
+                                                      record, report)
+from ansible.module_utils.fleetnap.prom import MetricError, render
+from ansible.module_utils.fleetnap.sysfs import HostFsError
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file, text
+
+CHECKS = {
+    "started": text(max_len=64),
+    "started_epoch": number(lo=0, hi=1e11),
+    "reason": text(max_len=65536, printable=False),
+    "state_file": path(),
+    "history_file": path(),
+    "power_file": path(),
+    "metrics_dir": path(),
+}
+MAX_ACTIONS = 100000
+
+
+def _read_bytes(p):
+    """The file's bytes, or None when it does not exist."""
+    if not os.path.exists(p):
+        return None
+    if os.path.isdir(p):
+        raise ParamError("%s is a directory, not a file" % p)
+    with open(p, "rb") as fh:
+        return fh.read()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            plan=dict(type="dict", required=True),
+            after=dict(type="dict", required=True),
+            actions=dict(type="list", elements="dict", default=[]),
+            result=dict(type="str", choices=["ok", "degraded", "refused", "failed"]),
+            reason=dict(type="str", default=""),
+            started=dict(type="str", required=True),
+            started_epoch=dict(type="float", required=True),
+            state_file=dict(type="path", required=True),
+            history_file=dict(type="path", required=True),
+            power_file=dict(type="path", required=True),
+            metrics_dir=dict(type="path", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    check_params(module, CHECKS)
+    now = time.time()
+    try:
+        if len(p["actions"]) > MAX_ACTIONS:
+            raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
+        check_inputs(p["plan"], p["after"], p["actions"])
+        actions = merge_actions(p["actions"])
+        for opt in ("state_file", "history_file", "power_file"):
+            directory = os.path.dirname(p[opt]) or "/"
+            if not os.path.isdir(directory):
+                raise ParamError("option %s: its directory %s does not exist" % (opt, directory))
+        if os.path.exists(p["metrics_dir"]) and not os.path.isdir(p["metrics_dir"]):
+            raise ParamError("option metrics_dir: %s is not a directory" % p["metrics_dir"])
+        new_figures = check_figures(p["after"].get("power_w") or {}, "option after.power_w")
+        old_power = _read_bytes(p["power_file"])
+        kept = {}
+        if old_power is not None:
+            try:
+                kept = json.loads(read_text_file(p["power_file"], "power file"))
+            except ValueError as exc:
+                if isinstance(exc, ParamError):
+                    raise
+                raise EnergyError("power file %s is not valid JSON: fix or remove it" % p["power_file"])
+            kept = check_figures(kept, "power file %s" % p["power_file"])
+        history_text = ""
+        if os.path.exists(p["history_file"]):
+            history_text = read_text_file(p["history_file"], "gear history")
+        old_state = _read_bytes(p["state_file"])
+        metrics_file = os.path.join(p["metrics_dir"], "fleetnap_gear.prom")
+        old_metrics = _read_bytes(metrics_file)
+
+        if p["result"]:
+            result, reason = p["result"], p["reason"]
+        else:
+            result, reason = outcome(p["plan"], p["after"], actions)
+        finished = datetime.fromtimestamp(now, timezone.utc).isoformat()
+        rec = record(p["plan"], p["after"], actions, result, reason, p["started"], finished,
+                     max(0.0, now - p["started_epoch"]))
+        line = json.dumps(history_line(rec, p["after"]), sort_keys=True, allow_nan=False) + "\n"
+        sep = "" if not history_text or history_text.endswith("\n") else "\n"
+        history = read_history((history_text + sep + line).splitlines(), p["history_file"])
+        figures = dict(kept, **new_figures)
+        energy = daily(history, figures, now)
+        prom_text = render(metrics(rec, p["after"], energy, now))
+        state_text = json.dumps(rec, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    except (ParamError, EnergyError, MetricError) as exc:
+        module.fail_json(msg=str(exc))
+    except (OSError, ValueError) as exc:   # unreadable files; a record that is not JSON (NaN)
+        module.fail_json(msg="could not record the gear shift: %s (nothing was written)" % exc)
+
+    out = dict(record=rec, result=result, reason=rec["reason"], energy=energy,
+               report=report(rec, p["after"], p["state_file"]))
+    if module.check_mode:
+        module.exit_json(changed=True, written=[], **out)
+
+    undo = Writes(module)
+    written = []
+    step = p["state_file"]
+    try:
+        undo.replace(p["state_file"], old_state, state_text)
+        written.append(step)
+        step = p["history_file"]
+        undo.append(p["history_file"], sep + line)
+        written.append(step)
+        step = p["power_file"]
+        if figures != kept:
+            undo.replace(p["power_file"], old_power, json.dumps(figures, indent=1, sort_keys=True) + "\n")
+            written.append(step)
+        step = metrics_file
+        if not os.path.isdir(p["metrics_dir"]):
+            os.makedirs(p["metrics_dir"], 0o755)
+        undo.replace(metrics_file, old_metrics, prom_text)
+        written.append(step)
+    except (OSError, HostFsError) as exc:
+        failed = undo.rollback()
+        if failed:
+            module.fail_json(msg="could not write %s: %s; putting back what this call wrote failed for %s "
+                                 "(check those files)" % (step, exc, ", ".join(failed)))
+        module.fail_json(msg="could not write %s: %s; the state file, the history, the power figures and "
+                             "the metrics are as they were" % (step, exc))
+    module.exit_json(changed=True, written=written, **out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A gear shift's record, decided in Python (gear_record): the shift's result and reason from
+the plan, the per-host results and where the hosts are now; the state file's document; the
+history line; the metrics; the result table the playbook prints. Standard library only."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
+from ansible.module_utils.fleetnap.validate import ParamError
+
+RESULTS = ("ok", "degraded", "refused", "failed")
+HISTORY_KEYS = ("gear", "target_gear", "requested_gear", "result", "started", "finished", "duration_s")
+PLAN_KEYS = ("gear", "requested", "groups_on", "groups_off", "date", "result", "reason", "unhealthy", "rows")
+AFTER_KEYS = ("current_gear", "rows", "up_hosts", "down_hosts", "power_rows", "table")
+
+
+def check_inputs(plan, after, actions):
+    """The plan and the observation after the shift are gear_shift_plan's returns, the actions
+    per-host results ({host, ok, msg, ...}). Raises ParamError naming the option and the field."""
+    for opt, doc, keys in (("plan", plan, PLAN_KEYS), ("after", after, AFTER_KEYS)):
+        missing = [k for k in keys if k not in doc]
+        if missing:
+            raise ParamError("option %s: needs gear_shift_plan's %s (missing: %s)"
+                             % (opt, ", ".join(keys), ", ".join(missing)))
+    if plan["result"] not in RESULTS:
+        raise ParamError("option plan.result: %r is not one of %s" % (plan["result"], ", ".join(RESULTS)))
+    if not isinstance(plan["requested"], dict) or "gear" not in plan["requested"]:
+        raise ParamError("option plan.requested: needs the requested gear (requested.gear)")
+    for opt, doc, key in (("plan", plan, "rows"), ("after", after, "rows"), ("after", after, "power_rows")):
+        rows = doc[key]
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("host"), str) for r in rows):
+            raise ParamError("option %s.%s: must be a list of rows, each with a host name" % (opt, key))
+    for key in ("up_hosts", "down_hosts"):
+        if not isinstance(after[key], list) or not all(isinstance(h, str) for h in after[key]):
+            raise ParamError("option after.%s: must be a list of host names" % key)
+    for i, a in enumerate(actions):
+        if not isinstance(a.get("host"), str) or not isinstance(a.get("ok"), bool):
+            raise ParamError("option actions[%d]: needs a host name (host) and ok (true or false), got %s"
+                             % (i, repr(a)[:80]))
+
+
+def merge_actions(actions):
+    """One result per host and action, in the order first seen: a host's wake and what failed
+    after it (verification, health, undrain) are one failed action with the wave's details."""
+    out, at = [], {}
+    for a in actions:
+        key = (a["host"], a.get("action"))
+        if key not in at:
+            at[key] = len(out)
+            out.append(a)
+        elif not a["ok"] or out[at[key]]["ok"]:
+            out[at[key]] = dict(out[at[key]], **a) if not a["ok"] else a
+    return out
+
+
+def outcome(plan, after, actions):
+    """(result, reason): failed when a host's action failed or a host is not where the plan put
+    it; else the plan's own result (ok, degraded when the health gate kept a higher gear)."""
+    failures = [a for a in actions if not a["ok"]]
+    left = list(after["up_hosts"]) + list(after["down_hosts"])
+    parts = ["%s: %s" % (a["host"], str(a.get("msg") or "failed").strip()) for a in failures]
+    if left:
+        parts.append("not converged: %s still to act on" % ", ".join(left))
+    if plan.get("reason"):
+        parts.append(str(plan["reason"]))
+    result = "failed" if failures or left else plan["result"]
+    return result, "; ".join(parts)
+
+
+def record(plan, after, actions, result, reason, started, finished, duration_s):
+    """The state file's document (gear_shift_plan reads it as the previous shift's result)."""
+    return {
+        "gear": after["current_gear"],
+        "target_gear": plan["gear"],
+        "requested_gear": plan["requested"]["gear"],
+        "groups_on": plan["groups_on"],
+        "groups_off": plan["groups_off"],
+        "rotation_date": plan["date"],
+        "result": result,
+        "reason": reason.strip(),
+        "unhealthy": plan["unhealthy"],
+        "started": started,
+        "finished": finished,
+        "duration_s": round(duration_s, 3),
+        "planned": plan["rows"],
+        "hosts": dict((r["host"], r) for r in after["rows"]),
+        "actions": actions,
+    }
+
+
+def history_line(rec, after):
+    """A line of history.jsonl: the shift and every host's power state at its end."""
+    line = dict((k, rec[k]) for k in HISTORY_KEYS)
+    line["power"] = dict((r["host"], r.get("state")) for r in after["rows"])
+    return line
+
+
+def metrics(rec, after, energy, now):
+    """The fleetnap_gear* metrics (prom.render's input)."""
+    def one(name, help_text, value):
+        return {"name": name, "help": help_text, "samples": [{"labels": {}, "value": value}]}
+
+    return [
+        one("fleetnap_gear", "Gear groups whose hosts all answer, observed at the end of the last gear shift.",
+            rec["gear"]),
+        one("fleetnap_gear_target",
+            "The gear the last gear shift went to (gear r when the health gate refused a lower one).",
+            rec["target_gear"]),
+        {"name": "fleetnap_host_power_state",
+         "help": "Power state of each host observed at the end of the last gear shift (1 = the current state).",
+         "rows": after["power_rows"], "row_labels": {"host": "host", "state": "state"}, "row_value": "value"},
+        {"name": "fleetnap_gear_shift_last_result", "help": "Result of the last gear shift (1 = this result).",
+         "samples": [{"labels": {"result": r}, "value": int(rec["result"] == r)} for r in RESULTS]},
+        one("fleetnap_gear_parked_host_hours_total",
+            "Host-hours parked (asleep in S3 or off) by gear shifts since the gear history began.",
+            energy["total"]["parked_host_hours"]),
+        one("fleetnap_gear_energy_not_spent_kwh_total",
+            "Energy not spent against staying on since the gear history began (hosts with power figures), kWh.",
+            energy["total"]["kwh_not_spent"]),
+        one("fleetnap_gear_hosts_without_power_figures",
+            "Hosts in the gear history without power figures (fleetnap_power_w); they count in host-hours only.",
+            len(energy["hosts_without_figures"])),
+        one("fleetnap_gear_shift_duration_seconds", "Wall time of the last gear shift, lock to record.",
+            rec["duration_s"]),
+        one("fleetnap_gear_shift_last_run_timestamp_seconds", "Unix time the last gear shift ended.", round(now)),
+    ]
+
+
+def report(rec, after, state_file):
+    """What the playbook prints at the end: the result, the hosts as they are now, every action."""
+    lines = ["Gear shift %s: gear %s (target %s, requested %s) in %s s"
+             % (rec["result"], rec["gear"], rec["target_gear"], rec["requested_gear"], rec["duration_s"])]
+    if rec["reason"]:
+        lines.append("  " + rec["reason"])
+    lines.extend(str(after["table"]).strip("\n").split("\n"))
+    for a in rec["actions"]:
+        lines.append("  %s: %s %s%s - %s" % (a["host"], a.get("action") or "?", "ok" if a["ok"] else "FAILED",
+                                           (" by %s" % a["method"]) if a.get("method") else "", a.get("msg") or ""))
+    lines.append("  state: %s" % state_file)
+    return lines
+
+
+class Writes(object):
+    """The files one call writes, each step remembered so that a failure after the first write
+    can put every file back as it was (rollback, in reverse order)."""
+
+    def __init__(self, module=None):
+        self.module = module
+        self.steps = []
+
+    def replace(self, p, old, new):
+        """Write ``new`` to ``p`` atomically; ``old`` is its content before (None: no file)."""
+        self.steps.append(("replace", p, old))
+        write_file_atomic(HostFS("/"), p, new, 0o644, self.module)
+
+    def append(self, p, text):
+        self.steps.append(("append", p, os.path.getsize(p) if os.path.exists(p) else None))
+        with open(p, "a") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def rollback(self):
+        """Put back every file written; returns the ones that could not be put back."""
+        failed = []
+        for kind, p, old in reversed(self.steps):
+            try:
+                if old is None:
+                    if os.path.lexists(p):
+                        os.unlink(p)
+                elif kind == "append":
+                    with open(p, "r+b") as fh:
+                        fh.truncate(old)
+                        os.fsync(fh.fileno())
+                else:
+                    write_file_atomic(HostFS("/"), p, old, 0o644, self.module)
+            except (OSError, HostFsError) as exc:
+                failed.append("%s (%s)" % (p, exc))
+        self.steps = []
+        return failed

@@ -1,0 +1,178 @@
+"""gear_record: a gear shift's result, state file, history, energy and metrics decided and written
+in one call (module_utils/fleetnap/gearrecord.py, library/gear_record.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_module
+
+from ansible.module_utils.fleetnap import gearrecord as gr
+from ansible.module_utils.fleetnap import gearshift as gs
+from ansible.module_utils.fleetnap.validate import ParamError
+
+LAB = {"lab%d" % n: {"group": (n - 1) % 3 + 1, "rack": "rack%d" % ((n + 1) // 2)} for n in range(1, 7)}
+FIG = {"on": 130, "asleep": 5, "off": 3}
+
+
+def plan_of(states, gear, on, expected=None):
+    hosts = {n: dict(h, state=states.get(n, "on"), down_method="suspend", up_methods=["wol"], power_w=FIG)
+             for n, h in LAB.items()}
+    out = gs.plan_shift(hosts, 3, gear, on, expected)
+    out["table"] = gs.table(out["rows"])
+    out["power_rows"] = gs.power_state_rows(out["rows"])
+    out["date"] = "2026-11-25"
+    return out
+
+
+def shift_down():
+    """3 -> 1 with groups 2 and 3 going down: the plan, and the hosts as seen after it."""
+    plan = plan_of({}, 1, [1])
+    asleep = {n: "asleep" for n in plan["down_hosts"]}
+    after = plan_of(asleep, 1, [1], dict.fromkeys(asleep, "asleep"))
+    actions = [{"host": n, "action": "down", "ok": True, "method": "suspend", "msg": "silent"}
+               for n in plan["down_hosts"]]
+    return plan, after, actions
+
+
+def test_a_shift_that_converged_has_the_plans_result():
+    plan, after, actions = shift_down()
+    assert after["up_hosts"] == [] and after["down_hosts"] == []
+    assert gr.outcome(plan, after, actions) == ("ok", "")
+
+
+def test_a_failed_host_or_one_left_behind_fails_the_shift_with_each_reason():
+    plan, after, actions = shift_down()
+    actions[0] = dict(actions[0], ok=False, msg="cannot suspend: suspend.target is masked ")
+    left = plan_of({}, 1, [1])          # nobody went down
+    result, reason = gr.outcome(plan, left, actions)
+    assert result == "failed"
+    assert reason.startswith("%s: cannot suspend: suspend.target is masked; not converged: " % actions[0]["host"])
+    assert ", ".join(left["down_hosts"]) + " still to act on" in reason
+
+
+def test_the_health_gates_reason_is_kept_and_degraded_stays_degraded():
+    plan, after, actions = shift_down()
+    plan = dict(plan, result="degraded", reason="group 1 is unhealthy (lab1 silent): stayed in gear 3")
+    assert gr.outcome(plan, after, actions) == ("degraded", plan["reason"])
+
+
+def test_record_history_line_and_report():
+    plan, after, actions = shift_down()
+    rec = gr.record(plan, after, actions, "ok", "", "2026-11-25T10:00:00+00:00", "2026-11-25T10:00:30+00:00", 30.0004)
+    assert rec["gear"] == 1 and rec["target_gear"] == 1 and rec["duration_s"] == 30.0
+    assert set(rec["hosts"]) == set(LAB) and rec["actions"] == actions and rec["planned"] == plan["rows"]
+    line = gr.history_line(rec, after)
+    assert line["power"] == {n: ("on" if LAB[n]["group"] == 1 else "asleep") for n in LAB}
+    assert set(line) == set(gr.HISTORY_KEYS) | {"power"}
+    lines = gr.report(rec, after, "/x/state.json")
+    assert lines[0] == "Gear shift ok: gear 1 (target 1, requested 1) in 30.0 s"
+    assert lines[1].split() == ["HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD", "WHY"]
+    assert "  %s: down ok by suspend - silent" % actions[0]["host"] in lines
+    assert lines[-1] == "  state: /x/state.json"
+
+
+@pytest.mark.parametrize("mutate,words", [
+    (lambda p, a, x: p.pop("rows"), "option plan: needs gear_shift_plan's"),
+    (lambda p, a, x: p.update(result="fine"), "option plan.result: 'fine' is not one of"),
+    (lambda p, a, x: a.update(up_hosts="lab1"), "option after.up_hosts: must be a list of host names"),
+    (lambda p, a, x: a.update(rows=[{"state": "on"}]), "option after.rows: must be a list of rows"),
+    (lambda p, a, x: x.append({"host": "lab1", "ok": "yes"}), "option actions[6]: needs a host name"),
+    (lambda p, a, x: p.update(requested=3), "option plan.requested: needs the requested gear"),
+])
+def test_inputs_are_checked_naming_the_option(mutate, words):
+    plan, after, actions = shift_down()
+    actions = list(actions) + [{"host": "lab9", "ok": True}] * (6 - len(actions))
+    mutate(plan, after, actions)
+    with pytest.raises(ParamError, match=words.replace("(", r"\(").replace("[", r"\[")):
+        gr.check_inputs(plan, after, actions)
+
+
+def test_writes_are_put_back_after_a_real_failure(tmp_path):
+    """A write that fails (a file where a directory should be) after two others: the state file
+    is as it was, the history has its old length, the new file is gone."""
+    state, history, new = tmp_path / "state.json", tmp_path / "history.jsonl", tmp_path / "power_w.json"
+    state.write_text('{"hosts": {}}\n')
+    history.write_text('{"gear": 3}\n')
+    (tmp_path / "plain").write_text("a file, not a directory")
+    w = gr.Writes()
+    w.replace(str(state), state.read_bytes(), '{"hosts": {"lab1": {}}}\n')
+    w.append(str(history), '{"gear": 1}\n')
+    w.replace(str(new), None, "{}\n")
+    with pytest.raises(OSError):
+        w.replace(str(tmp_path / "plain" / "metrics" / "fleetnap_gear.prom"), None, "x\n")
+    assert w.rollback() == []
+    assert state.read_text() == '{"hosts": {}}\n'
+    assert history.read_text() == '{"gear": 3}\n'
+    assert not new.exists()
+
+
+def _args(tmp_path: Path, plan, after, actions, **extra):
+    gear = tmp_path / "gear"
+    gear.mkdir(exist_ok=True)
+    return dict(dict(plan=plan, after=after, actions=actions, started="2026-11-25T10:00:00+00:00",
+                     started_epoch=1764064800.0, state_file=str(gear / "state.json"),
+                     history_file=str(gear / "history.jsonl"), power_file=str(gear / "power_w.json"),
+                     metrics_dir=str(gear / "metrics")), **extra)
+
+
+def test_module_writes_state_history_power_and_metrics_and_check_mode_writes_nothing(tmp_path):
+    plan, after, actions = shift_down()
+    args = _args(tmp_path, plan, after, actions)
+    gear = tmp_path / "gear"
+    dry = run_module("gear_record", args, check=True)
+    assert dry.get("failed") is not True and dry["result"] == "ok" and dry["written"] == []
+    assert sorted(p.name for p in gear.iterdir()) == []
+    res = run_module("gear_record", args)
+    assert res.get("failed") is not True, res
+    assert res["changed"] and res["result"] == "ok" and res["reason"] == ""
+    state = json.loads((gear / "state.json").read_text())
+    assert state["gear"] == 1 and state["result"] == "ok" and state["hosts"]["lab2"]["state"] == "asleep"
+    hist = [json.loads(x) for x in (gear / "history.jsonl").read_text().splitlines()]
+    assert len(hist) == 1 and hist[0]["power"]["lab2"] == "asleep" and hist[0]["gear"] == 1
+    assert json.loads((gear / "power_w.json").read_text()) == {n: FIG for n in LAB}
+    prom = (gear / "metrics" / "fleetnap_gear.prom").read_text().splitlines()
+    assert "fleetnap_gear 1" in prom and 'fleetnap_gear_shift_last_result{result="ok"} 1' in prom
+    assert 'fleetnap_host_power_state{host="lab2",state="asleep"} 1' in prom
+    assert res["report"][0].startswith("Gear shift ok: gear 1 (target 1, requested 1) in ")
+    # A second shift: a second history line, and the energy counts the time between them.
+    again = run_module("gear_record", args)
+    assert again.get("failed") is not True
+    assert len((gear / "history.jsonl").read_text().splitlines()) == 2
+    assert again["energy"]["hosts_without_figures"] == []
+
+
+def test_module_records_a_stopped_shift_as_given(tmp_path):
+    plan, _after, _actions = shift_down()
+    res = run_module("gear_record", _args(tmp_path, plan, plan, [], result="failed",
+                                         reason="BMC check failed before anything was powered down: lab2: timeout"))
+    assert res.get("failed") is not True, res
+    assert res["result"] == "failed" and res["reason"].startswith("BMC check failed")
+    state = json.loads((tmp_path / "gear" / "state.json").read_text())
+    assert state["result"] == "failed" and state["actions"] == []
+
+
+def test_module_refuses_a_bad_history_before_writing_anything(tmp_path):
+    plan, after, actions = shift_down()
+    args = _args(tmp_path, plan, after, actions)
+    Path(args["history_file"]).write_text('{"finished": "yesterday", "power": {}}\n')
+    res = run_module("gear_record", args)
+    assert res.get("failed") and "history.jsonl line 1: finished" in res["msg"], res
+    assert sorted(p.name for p in (tmp_path / "gear").iterdir()) == ["history.jsonl"]
+
+
+def test_a_wake_and_the_failure_after_it_are_one_failed_action():
+    woke = {"host": "lab2", "action": "up", "ok": True, "method": "wol", "attempts": [{"method": "wol"}],
+            "msg": "woke by wol"}
+    health = {"host": "lab2", "action": "up", "ok": False, "msg": "health command failed"}
+    other = {"host": "lab5", "action": "up", "ok": True, "method": "wol", "msg": "woke by wol"}
+    merged = gr.merge_actions([woke, other, health])
+    assert merged == [dict(woke, ok=False, msg="health command failed"), other]
+    # the failure seen first is not undone by a later success
+    assert gr.merge_actions([health, woke]) == [health]
+    # a host's up and down are two actions
+    down = {"host": "lab2", "action": "down", "ok": True, "msg": "silent"}
+    assert len(gr.merge_actions([woke, down])) == 2
