@@ -95,9 +95,11 @@ def test_every_module_has_a_table():
     """Every module in library/ has its table of bad inputs in one of the test_bad_inputs*.py files."""
     import test_bad_inputs_gear_state
     import test_bad_inputs_readers
+    import test_bad_inputs_redfish
     import test_bad_inputs_writers
     assert test_bad_inputs_gear_state._TABLE                      # that file's table is gear_state's
-    tabled = set(TABLES) | set(test_bad_inputs_readers.TABLES) | set(test_bad_inputs_writers.TABLES) | {"gear_state"}
+    tabled = (set(TABLES) | set(test_bad_inputs_readers.TABLES) | set(test_bad_inputs_writers.TABLES)
+              | set(test_bad_inputs_redfish.TABLES) | {"gear_state"})
     modules = {p.stem for p in (REPO / "library").glob("*.py")}
     assert modules == tabled, "without a table: %s" % sorted(modules - tabled)
 
