@@ -298,19 +298,6 @@ def test_soft_off_parking_and_wake_on_lan_from_soft_off_slower_than_the_wol_wait
         assert answers(hosts[n]["ip"])
 
 
-def test_down_stops_every_bmc_and_power_program(psim):
-    dirs = [h["dir"] for h in psim.hosts().values()]
-    psim.cli("down")
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            assert not any(d in cmd for d in dirs), cmd
-    assert not any(Path(d).exists() for d in dirs)
-
-
 def test_gear_member_alone_parks_a_host_in_s3_and_wakes_it(psim, tmp_path):
     """The gear_member role on its own, as a playbook of an operator's would call it: down (the
     host's own checked suspend, then the same gear_wave call gear_shift parks a wave with) and
@@ -346,3 +333,17 @@ def test_gear_member_alone_parks_a_host_in_s3_and_wakes_it(psim, tmp_path):
     up = json.loads((out / "up.json").read_text())
     assert up["ok"] and up["action"] == "up" and up["method"] == "wol", up
     assert answers(psim.hosts()[host]["ip"])
+
+
+def test_down_stops_every_bmc_and_power_program(psim):
+    dirs = [h["dir"] for h in psim.hosts().values()]
+    psim.cli("down")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            assert not any(d in cmd for d in dirs), cmd
+    assert not any(Path(d).exists() for d in dirs)
+
