@@ -64,6 +64,14 @@ options:
         description: IPMI 2.0 cipher suite.
         type: int
         default: 3
+      inventory:
+        description:
+          - What the caller knows of the host from its inventory (for a gear shift its gear group,
+            rack, methods and power figures).
+          - Returned with the observation, as keys of the host's entry in RV(hosts) beside what was seen (a key that
+            names an observation field is refused).
+        type: dict
+        default: {}
   probe_timeout:
     description: Seconds a host has to greet (probes are repeated within it while refused).
     type: float
@@ -84,8 +92,8 @@ options:
     description:
       - V(always) reads every host's chassis power (the BMC check of a shift's plan needs it).
       - V(silent) reads only the BMCs of hosts that did not greet, after their probe (to tell
-        asleep from off); an answering host is on, and its RV(hosts.NAME.bmc) is null with
-        RV(hosts.NAME.bmc_read) false.
+        asleep from off); an answering host is on, and its C(bmc) in RV(hosts) is null with
+        C(bmc_read) false.
     type: str
     choices: [always, silent]
     default: always
@@ -145,8 +153,10 @@ hosts:
   returned: always
   type: dict
   sample:
-    lab1: {ssh: true, ssh_s: 0.004, probes: 1, bmc: "on", bmc_configured: true, bmc_read: true, bmc_error: ""}
-    lab2: {ssh: false, ssh_s: null, probes: 14, bmc: "on", bmc_configured: true, bmc_read: true, bmc_error: ""}
+    lab1: {name: lab1, ssh: true, ssh_s: 0.004, probes: 1, bmc: "on", bmc_configured: true, bmc_read: true,
+           bmc_error: "", group: 1, rack: rack1}
+    lab2: {name: lab2, ssh: false, ssh_s: null, probes: 14, bmc: "on", bmc_configured: true, bmc_read: true,
+           bmc_error: "", group: 2, rack: rack1}
 elapsed_s:
   description: Seconds the whole observation took.
   returned: always
@@ -158,7 +168,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
 from ansible.module_utils.fleetnap.gearshift import ShiftError, read_states
-from ansible.module_utils.fleetnap.observe import observe
+from ansible.module_utils.fleetnap.observe import OBSERVED, observe
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
 CHECKS = {
@@ -214,9 +224,16 @@ def main():
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])}
                for h in p["hosts"]]
+    for i, h in enumerate(p["hosts"]):
+        clash = sorted(set(h["inventory"]) & (OBSERVED | set(["name"])))
+        if clash:
+            module.fail_json(msg="option hosts[%d].inventory: %s name(s) what is observed; use other keys"
+                                 % (i, ", ".join(clash)))
     seen = observe(targets, p["probe_timeout"], lambda bmc: bmc.status(),
                    probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"],
                    bmc_read=p["bmc_read"])
+    for h in p["hosts"]:
+        seen[h["name"]] = dict(h["inventory"], name=h["name"], **seen[h["name"]])
     module.exit_json(changed=False, hosts=seen, elapsed_s=round(time.time() - started, 3))
 
 

@@ -143,8 +143,9 @@ from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history
-from ansible.module_utils.fleetnap.gearrecord import (Writes, check_inputs, history_line, merge_actions, metrics, outcome,
-                                                      record, report)
+from ansible.module_utils.fleetnap.gearrecord import (
+    Writes, check_inputs, history_line, merge_actions, metrics, outcome, record, report,
+)
 from ansible.module_utils.fleetnap.prom import MetricError, render
 from ansible.module_utils.fleetnap.sysfs import HostFsError
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file, text

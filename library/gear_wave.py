@@ -77,6 +77,13 @@ options:
         description: IPMI 2.0 cipher suite.
         type: int
         default: 3
+      inventory:
+        description:
+          - What the caller knows of the host from its inventory (for a gear shift its gear group,
+            rack, methods and power figures).
+          - Not used here (the host entries of M(gear_observe) can be passed as they are).
+        type: dict
+        default: {}
       up_methods:
         description: With O(action=up), the wake methods in order, one or two of C(wol), C(ipmi), each once.
         type: list

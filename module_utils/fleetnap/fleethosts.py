@@ -31,6 +31,9 @@ _HOST_OPTIONS = dict(
     bmc_user=dict(type="str"),
     bmc_password=dict(type="str", no_log=True),
     cipher_suite=dict(type="int", default=3),
+    # What the caller knows of the host from its inventory (gear group, rack, methods, power
+    # figures): gear_observe returns it with the observation, gear_wave ignores it.
+    inventory=dict(type="dict", default={}),
 )
 
 
@@ -53,6 +56,8 @@ def check_hosts(hosts, extra=None):
         for field, check in checks.items():
             if h.get(field) not in (None, "") or field in ("name", "address"):
                 check("%s.%s" % (where, field), h.get(field))
+        if len(repr(h.get("inventory") or {})) > 65536:
+            raise ParamError("option %s.inventory: at most 64 KiB of inventory facts per host" % where)
         if h["name"] in seen:
             raise ParamError("option %s.name: %r is listed twice" % (where, h["name"]))
         seen.add(h["name"])

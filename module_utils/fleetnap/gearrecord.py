@@ -138,8 +138,9 @@ def report(rec, after, state_file):
         lines.append("  " + rec["reason"])
     lines.extend(str(after["table"]).strip("\n").split("\n"))
     for a in rec["actions"]:
-        lines.append("  %s: %s %s%s - %s" % (a["host"], a.get("action") or "?", "ok" if a["ok"] else "FAILED",
-                                           (" by %s" % a["method"]) if a.get("method") else "", a.get("msg") or ""))
+        by = (" by %s" % a["method"]) if a.get("method") else ""
+        lines.append("  %s: %s %s%s - %s" % (a["host"], a.get("action") or "?", "ok" if a["ok"] else "FAILED", by,
+                                             a.get("msg") or ""))
     lines.append("  state: %s" % state_file)
     return lines
 

@@ -19,6 +19,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 
+OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error"))
+
+
 def answers(host, port, greeting, timeout, connect_timeout=None):
     """True if the service accepts a connection and (when given) greets as expected within
     ``timeout`` s. ``connect_timeout`` (default ``timeout``) bounds the connection alone: a new

@@ -407,7 +407,7 @@ def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path
         "- hosts: all\n  gather_facts: false\n  vars: {gear_probe_timeout_s: 1, gear_bmc_throttle: 1}\n  tasks:\n"
         "    - ansible.builtin.include_tasks: %s\n"
         "    - ansible.builtin.debug: {msg: 'observed=%s'}\n"
-        % (REPO / "playbooks/tasks/gear_observe.yml", "{{ gear_observed | to_json }}"))
+        % (REPO / "playbooks/tasks/gear_observe.yml", "{{ hostvars.localhost.__gear_observation[inventory_hostname] | to_json }}"))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                FLEETNAP_BMC_PASSWORD=PASSWORD, IPMI_PASSWORD="")
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)],

@@ -43,6 +43,9 @@ def gear(tmp_path_factory) -> Path:
 def shift(fsim: Sim, gear: Path, *extra: str):
     proc = fsim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra, timeout=900)
     st = json.loads((gear / "state.json").read_text())
+    # what failed first, then the end, for the assertion messages
+    proc.why = "\n".join([ln for ln in proc.stdout.splitlines() if "fatal:" in ln or "ERROR" in ln][:10]
+                         + [proc.stdout[-3000:]])
     return proc, st
 
 
@@ -115,7 +118,7 @@ def test_lost_magic_packets_are_taken_over_by_the_bmc_and_no_host_is_lost(fsim, 
     assert all_answer(fsim) == []
     on1, off1 = groups_for(1, 3, datetime.date.today())
     proc, st = shift(fsim, gear, "-e", "gear=1")
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, proc.why
     parked = in_groups(fsim, off1)
     assert len(parked) >= 60 and st["result"] == "ok"
     assert all(power(fsim, n) == "S3" for n in parked)
@@ -125,7 +128,7 @@ def test_lost_magic_packets_are_taken_over_by_the_bmc_and_no_host_is_lost(fsim, 
     for n in lost:
         fsim.cli("fault", n, "drop-wol", "3")
     proc, st = shift(fsim, gear, "-e", "gear=3", "-e", "gear_wol_timeout_s=6")
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert proc.returncode == 0, proc.why
     assert st["result"] == "ok" and st["gear"] == 3
     acts = {a["host"]: a for a in st["actions"]}
     assert set(acts) == set(parked)

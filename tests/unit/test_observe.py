@@ -6,6 +6,7 @@ tests/modules and on the simulator)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -190,3 +191,25 @@ def test_a_hosts_own_probe_timeout_shortens_only_its_probe():
     assert not any(r["ssh"] for r in seen.values())
     assert max(asked[1]) <= 0.3 + 1e-9 and max(asked[2]) > 0.3 and max(asked[3]) <= 0.6 + 1e-9
     assert seen["parked"]["probes"] < seen["other"]["probes"]
+
+
+def test_the_module_returns_each_hosts_inventory_facts_with_the_observation_and_probes_parked_hosts_briefly(
+        greeter, tmp_path):
+    """gear_observe as gear_shift calls it: one host greets, one is parked in the state file
+    (probed for parked_probe_timeout, not probe_timeout: counted in probes, the interval is 0.2 s),
+    each result carries the host's inventory facts for the plan."""
+    from conftest import run_module
+    ssh = greeter(b"SSH-2.0-x\r\n")
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"hosts": {"parked": {"state": "asleep", "since": "2026-11-25T00:00:00Z"}}}))
+    hosts = [{"name": "up", "address": "127.0.0.1", "port": ssh, "inventory": {"group": 1, "rack": "r1"}},
+             {"name": "parked", "address": "127.0.0.1", "port": free_port(),
+              "inventory": {"group": 2, "up_methods": ["wol"]}},
+             {"name": "silent", "address": "127.0.0.1", "port": free_port(), "inventory": {"group": 3}}]
+    res = run_module("gear_observe", {"hosts": hosts, "probe_timeout": 3, "parked_probe_timeout": 0.5,
+                                      "state_file": str(state), "bmc_read": "silent"})
+    assert not res.get("failed"), res
+    seen = res["hosts"]
+    assert seen["up"]["ssh"] and seen["up"]["group"] == 1 and seen["up"]["rack"] == "r1" and seen["up"]["name"] == "up"
+    assert not seen["parked"]["ssh"] and seen["parked"]["up_methods"] == ["wol"]
+    assert seen["parked"]["probes"] <= 4 < seen["silent"]["probes"]
