@@ -101,32 +101,29 @@ def history_line(rec, after):
 
 def metrics(rec, after, energy, now):
     """The fleetnap_gear* metrics (prom.render's input)."""
-    def one(name, help_text, value):
-        return {"name": name, "help": help_text, "samples": [{"labels": {}, "value": value}]}
+    def value(v):
+        return [{"labels": {}, "value": v}]
 
     return [
-        one("fleetnap_gear", "Gear groups whose hosts all answer, observed at the end of the last gear shift.",
-            rec["gear"]),
-        one("fleetnap_gear_target",
-            "The gear the last gear shift went to (gear r when the health gate refused a lower one).",
-            rec["target_gear"]),
+        {"name": "fleetnap_gear", "samples": value(rec["gear"]),
+         "help": "Gear groups whose hosts all answer, observed at the end of the last gear shift."},
+        {"name": "fleetnap_gear_target", "samples": value(rec["target_gear"]),
+         "help": "The gear the last gear shift went to (gear r when the health gate refused a lower one)."},
         {"name": "fleetnap_host_power_state",
          "help": "Power state of each host observed at the end of the last gear shift (1 = the current state).",
          "rows": after["power_rows"], "row_labels": {"host": "host", "state": "state"}, "row_value": "value"},
         {"name": "fleetnap_gear_shift_last_result", "help": "Result of the last gear shift (1 = this result).",
          "samples": [{"labels": {"result": r}, "value": int(rec["result"] == r)} for r in RESULTS]},
-        one("fleetnap_gear_parked_host_hours_total",
-            "Host-hours parked (asleep in S3 or off) by gear shifts since the gear history began.",
-            energy["total"]["parked_host_hours"]),
-        one("fleetnap_gear_energy_not_spent_kwh_total",
-            "Energy not spent against staying on since the gear history began (hosts with power figures), kWh.",
-            energy["total"]["kwh_not_spent"]),
-        one("fleetnap_gear_hosts_without_power_figures",
-            "Hosts in the gear history without power figures (fleetnap_power_w); they count in host-hours only.",
-            len(energy["hosts_without_figures"])),
-        one("fleetnap_gear_shift_duration_seconds", "Wall time of the last gear shift, lock to record.",
-            rec["duration_s"]),
-        one("fleetnap_gear_shift_last_run_timestamp_seconds", "Unix time the last gear shift ended.", round(now)),
+        {"name": "fleetnap_gear_parked_host_hours_total", "samples": value(energy["total"]["parked_host_hours"]),
+         "help": "Host-hours parked (asleep in S3 or off) by gear shifts since the gear history began."},
+        {"name": "fleetnap_gear_energy_not_spent_kwh_total", "samples": value(energy["total"]["kwh_not_spent"]),
+         "help": "Energy not spent against staying on since the gear history began (hosts with power figures), kWh."},
+        {"name": "fleetnap_gear_hosts_without_power_figures", "samples": value(len(energy["hosts_without_figures"])),
+         "help": "Hosts in the gear history without power figures (fleetnap_power_w); they count in host-hours only."},
+        {"name": "fleetnap_gear_shift_duration_seconds", "samples": value(rec["duration_s"]),
+         "help": "Wall time of the last gear shift, lock to record."},
+        {"name": "fleetnap_gear_shift_last_run_timestamp_seconds", "samples": value(round(now)),
+         "help": "Unix time the last gear shift ended."},
     ]
 
 

@@ -120,9 +120,14 @@ def scheduled(proc):
 
 
 def test_the_role_sends_this_template_with_the_real_suspend_after_it():
+    """send.yml (what gear_shift imports for a batch) is the one raw command; down.yml (the role
+    on its own) imports it, then parks the host with gear_wave."""
     down = yaml.safe_load((ROLE / "tasks" / "down.yml").read_text())
-    raw = [t for t in down if "ansible.builtin.raw" in t]
-    assert len(raw) == 1
+    assert [t["ansible.builtin.import_tasks"] for t in down if "ansible.builtin.import_tasks" in t] == ["send.yml"]
+    assert any("gear_wave" in t for t in down)
+    send = yaml.safe_load((ROLE / "tasks" / "send.yml").read_text())
+    raw = [t for t in send if "ansible.builtin.raw" in t]
+    assert len(raw) == 1 and len(send) == 1
     assert raw[0]["ansible.builtin.raw"] == "{{ lookup('ansible.builtin.template', 'suspend.sh.j2') }}"
     assert raw[0]["args"] == {"executable": "/bin/sh"}
     internals = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
@@ -383,8 +388,11 @@ def test_parking_refuses_cleanly_when_run_cannot_be_written(scripts):
 
 
 def test_the_role_unparks_in_verify_with_this_template():
+    """back.yml (what gear_shift imports after a wave) has the unpark; verify.yml imports it."""
     verify = yaml.safe_load((ROLE / "tasks" / "verify.yml").read_text())
-    raw = [t for t in verify if "ansible.builtin.raw" in t]
+    assert [t["ansible.builtin.import_tasks"] for t in verify if "ansible.builtin.import_tasks" in t] == ["back.yml"]
+    back = yaml.safe_load((ROLE / "tasks" / "back.yml").read_text())
+    raw = [t for t in back if "ansible.builtin.raw" in t]
     assert len(raw) == 1 and raw[0]["ansible.builtin.raw"] == "{{ lookup('ansible.builtin.template', 'unpark.sh.j2') }}"
 
 
