@@ -95,7 +95,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history
+from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_power_file
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file
 
@@ -120,15 +120,7 @@ def main():
     check_params(module, CHECKS)
     try:
         new = check_figures(p["power_w"], "option power_w")
-        kept = {}
-        if os.path.exists(p["power_file"]):
-            try:
-                kept = json.loads(read_text_file(p["power_file"], "power file"))
-            except ValueError as exc:
-                if isinstance(exc, ParamError):
-                    raise
-                raise EnergyError("power file %s is not valid JSON: fix or remove it" % p["power_file"])
-            kept = check_figures(kept, "power file %s" % p["power_file"])
+        kept = read_power_file(p["power_file"])
         history = []
         if os.path.exists(p["history_file"]):
             history = read_history(read_text_file(p["history_file"], "gear history").splitlines(),

@@ -142,7 +142,7 @@ import time
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history
+from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_power_file
 from ansible.module_utils.fleetnap.gearrecord import (
     Writes, check_inputs, history_line, merge_actions, metrics, outcome, record, report,
 )
@@ -205,15 +205,7 @@ def main():
             raise ParamError("option metrics_dir: %s is not a directory" % p["metrics_dir"])
         new_figures = check_figures(p["after"].get("power_w") or {}, "option after.power_w")
         old_power = _read_bytes(p["power_file"])
-        kept = {}
-        if old_power is not None:
-            try:
-                kept = json.loads(read_text_file(p["power_file"], "power file"))
-            except ValueError as exc:
-                if isinstance(exc, ParamError):
-                    raise
-                raise EnergyError("power file %s is not valid JSON: fix or remove it" % p["power_file"])
-            kept = check_figures(kept, "power file %s" % p["power_file"])
+        kept = read_power_file(p["power_file"])
         history_text = ""
         if os.path.exists(p["history_file"]):
             history_text = read_text_file(p["history_file"], "gear history")

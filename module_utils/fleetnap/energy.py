@@ -21,7 +21,10 @@ from __future__ import annotations
 import calendar
 import json
 import math
+import os
 import time
+
+from ansible.module_utils.fleetnap.validate import ParamError, read_text_file
 
 STATES = ("on", "asleep", "off", "unknown")
 FIGURE_KEYS = ("on", "asleep", "off")
@@ -81,6 +84,20 @@ def check_figures(figures, where="power figures"):
                               % (at, row["asleep"], row["off"], row["on"]))
         out[host] = row
     return out
+
+
+def read_power_file(path):
+    """The power figures kept in ``path`` (host -> {on, asleep, off}), {} when it does not exist;
+    EnergyError/ParamError naming the file when it is not what gear_energy writes."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        kept = json.loads(read_text_file(path, "power file"))
+    except ValueError as exc:
+        if isinstance(exc, ParamError):
+            raise
+        raise EnergyError("power file %s is not valid JSON: fix or remove it" % path)
+    return check_figures(kept, "power file %s" % path)
 
 
 def read_history(lines, where="history"):
