@@ -64,6 +64,20 @@ options:
         description: IPMI 2.0 cipher suite.
         type: int
         default: 3
+      bmc_protocol:
+        description:
+          - How the BMC is spoken to, C(ipmi) (IPMI over LAN, ipmitool) or C(redfish) (HTTPS, M(redfish_power)'s client).
+          - With C(redfish) a O(hosts[].bmc_port) of 623 (the IPMI default) means 443.
+        type: str
+        default: ipmi
+        choices: [ipmi, redfish]
+      bmc_ca_path:
+        description: With C(redfish), a PEM file of the CA that signed the BMC's certificate.
+        type: path
+      bmc_validate_certs:
+        description: With C(redfish), verify the BMC's TLS certificate (labs only should turn this off).
+        type: bool
+        default: true
       inventory:
         description:
           - What the caller knows of the host from its inventory (for a gear shift its gear group,
@@ -210,7 +224,7 @@ def main():
         module.fail_json(msg=str(exc))
     parked = set(n for n, h in recorded.items() if h.get("state") in ("asleep", "off"))
     started = time.time()
-    with_bmc = [h for h in p["hosts"] if h.get("bmc_address")]
+    with_bmc = [h for h in p["hosts"] if h.get("bmc_address") and h["bmc_protocol"] == "ipmi"]
     ipmitool = module.get_bin_path("ipmitool", required=bool(with_bmc))
     timeout_bin = module.get_bin_path("timeout")
 

@@ -31,7 +31,7 @@ options:
     description:
       - Host name -> C(group) (gear group), C(rack), C(state) (observed C(on), C(asleep), C(off)
         or C(unknown)), C(down_method) (C(auto), C(suspend), C(soft) or C(off)), C(up_methods) (a list
-        of C(wol) and C(ipmi), tried in order) and C(bmc_configured) (whether it has a BMC).
+        of C(wol), C(ipmi) and C(redfish), tried in order) and C(bmc_configured) (whether it has a BMC).
       - Instead of C(state), C(ssh) (whether the SSH greeting came) and C(bmc) (the chassis power the
         BMC reported, or null) - silent with chassis on is C(asleep), chassis off is C(off), no BMC
         answer is C(unknown).

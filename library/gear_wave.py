@@ -77,6 +77,20 @@ options:
         description: IPMI 2.0 cipher suite.
         type: int
         default: 3
+      bmc_protocol:
+        description:
+          - How the BMC is spoken to, C(ipmi) (IPMI over LAN, ipmitool) or C(redfish) (HTTPS, M(redfish_power)'s client).
+          - With C(redfish) a O(hosts[].bmc_port) of 623 (the IPMI default) means 443.
+        type: str
+        default: ipmi
+        choices: [ipmi, redfish]
+      bmc_ca_path:
+        description: With C(redfish), a PEM file of the CA that signed the BMC's certificate.
+        type: path
+      bmc_validate_certs:
+        description: With C(redfish), verify the BMC's TLS certificate (labs only should turn this off).
+        type: bool
+        default: true
       inventory:
         description:
           - What the caller knows of the host from its inventory (for a gear shift its gear group,
@@ -85,7 +99,10 @@ options:
         type: dict
         default: {}
       up_methods:
-        description: With O(action=up), the wake methods in order, one or two of C(wol), C(ipmi), each once.
+        description:
+          - With O(action=up), the wake methods in order, one or two of C(wol), C(ipmi), C(redfish), each once.
+          - C(ipmi) and C(redfish) power the host on through its BMC, which must speak that protocol
+            (O(hosts[].bmc_protocol)).
         type: list
         elements: str
         default: [wol]
@@ -106,6 +123,14 @@ options:
         description: The BMC reported the chassis off before this wave (from M(gear_observe)).
         type: bool
         default: false
+      boot_once:
+        description:
+          - Safe power-on. Before a Redfish BMC powers the host on, its next boot is set to the disk
+            once (C(BootSourceOverrideTarget=Hdd), C(Enabled=Once), read back); the result's report says
+            what the BMC took, and a BMC that cannot set it is reported, not fatal.
+          - Not done for IPMI BMCs yet.
+        type: bool
+        default: true
       down_method:
         description: With O(action=down), C(suspend) (the host suspended itself), C(soft) or C(off) (its BMC).
         type: str
@@ -310,7 +335,7 @@ WAVE_HOST_CHECKS = {
     "wol_port": number(lo=1, hi=65535, integer=True),
     "since": number(lo=0, hi=4102444800),
 }
-UP_METHODS = ("wol", "ipmi")
+UP_METHODS = ("wol", "ipmi", "redfish")
 
 
 def check_wave_hosts(action, hosts):
@@ -322,8 +347,12 @@ def check_wave_hosts(action, hosts):
         if action == "up":
             if not 1 <= len(methods) <= 2 or len(set(methods)) != len(methods) or \
                     any(m not in UP_METHODS for m in methods):
-                raise ParamError("%s.up_methods: must name one or two of wol, ipmi, each once; got %r"
+                raise ParamError("%s.up_methods: must name one or two of wol, ipmi, redfish, each once; got %r"
                                  % (where, methods))
+            for m in ("ipmi", "redfish"):
+                if m in methods and h["bmc_protocol"] != m:
+                    raise ParamError("%s.up_methods: %s wakes by %s but its BMC speaks %s (bmc_protocol)"
+                                     % (where, h["name"], m, h["bmc_protocol"]))
             if "wol" in methods and not h["wol_macs"]:
                 raise ParamError("%s.wol_macs: %s wakes by wol but has no MAC address (fleetnap_wol_macs)"
                                  % (where, h["name"]))
@@ -366,6 +395,7 @@ def main():
                 wol_address=dict(type="str", default="255.255.255.255"),
                 wol_port=dict(type="int", default=9),
                 chassis_was_off=dict(type="bool", default=False),
+                boot_once=dict(type="bool", default=True),
                 down_method=dict(type="str", default="suspend", choices=["suspend", "soft", "off"]),
                 since=dict(type="float"),
                 said=dict(type="dict"),
@@ -403,8 +433,9 @@ def main():
         module.exit_json(changed=bool(p["hosts"]), hosts={}, ok=[], not_ok=[], would=names,
                          elapsed_s=round(time.time() - started, 3))
 
-    uses_bmc = any(h.get("bmc_address") and ("ipmi" in h["up_methods"] if p["action"] == "up"
-                                             else h["down_method"] != "suspend" or h["no_s3_fallback"])
+    uses_bmc = any(h.get("bmc_address") and h["bmc_protocol"] == "ipmi"
+                   and ("ipmi" in h["up_methods"] if p["action"] == "up"
+                        else h["down_method"] != "suspend" or h["no_s3_fallback"])
                    for h in p["hosts"])
     ipmitool = module.get_bin_path("ipmitool", required=uses_bmc)
     timeout_bin = module.get_bin_path("timeout")
@@ -430,7 +461,16 @@ def main():
                 wol_timeout=p["wol_timeout"], ipmi_timeout=p["ipmi_timeout"], down_timeout=p["down_timeout"],
                 silent_for=p["silent_for"], bmc_poll=max(1.0, p["min_interval"]),
                 cycle_unresponsive=p["cycle_unresponsive"], soft_fallback_hard=p["soft_fallback_hard"])
-    results = wave.wake(hosts) if p["action"] == "up" else wave.park(hosts)
+    try:
+        results = wave.wake(hosts) if p["action"] == "up" else wave.park(hosts)
+    finally:
+        for h in hosts:     # Redfish sessions are logged out
+            close = getattr(h["bmc"], "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # a session the BMC already dropped: nothing left to close
+                    pass
     ok = [n for n in names if results[n]["ok"]]
     module.exit_json(changed=True, hosts=results, ok=ok, not_ok=[n for n in names if n not in ok],
                      elapsed_s=round(time.time() - started, 3))

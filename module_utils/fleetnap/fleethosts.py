@@ -7,6 +7,7 @@ their checks, and each one's BMC client. Standard library only."""
 from __future__ import annotations
 
 from ansible.module_utils.fleetnap.ipmi import Bmc
+from ansible.module_utils.fleetnap.redfish import Redfish, RedfishError
 from ansible.module_utils.fleetnap.validate import ParamError, name, number
 
 ADDRESS = name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address")
@@ -31,6 +32,10 @@ _HOST_OPTIONS = dict(
     bmc_user=dict(type="str"),
     bmc_password=dict(type="str", no_log=True),
     cipher_suite=dict(type="int", default=3),
+    # How the BMC is spoken to: IPMI over LAN (ipmitool) or Redfish (HTTPS, redfish.py).
+    bmc_protocol=dict(type="str", default="ipmi", choices=["ipmi", "redfish"]),
+    bmc_ca_path=dict(type="path"),
+    bmc_validate_certs=dict(type="bool", default=True),
     # What the caller knows of the host from its inventory (gear group, rack, methods, power
     # figures): gear_observe returns it with the observation, gear_wave ignores it.
     inventory=dict(type="dict", default={}),
@@ -82,15 +87,23 @@ def bmc_for(h, runner, ipmitool, guard, min_interval=1.0, retries=2, session_tim
     """The host's BMC client (ipmi.Bmc), Unusable when credentials are missing, None without a BMC."""
     if not h.get("bmc_address"):
         return None
-    target = "%s:%d" % (h["bmc_address"], h.get("bmc_port") or 623)
+    redfish = h.get("bmc_protocol") == "redfish"
+    port = h.get("bmc_port") or (443 if redfish else 623)
+    if redfish and port == 623:
+        port = 443      # the IPMI default of bmc_port, not a choice for HTTPS
+    target = "%s:%d" % (h["bmc_address"], port)
     missing = [f for f in ("bmc_user", "bmc_password") if not h.get(f)]
     if missing:
         return Unusable("no %s for BMC %s: give %s, for example the password from the controller's environment "
                         "with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')"
                         % (" or ".join(f[4:] for f in missing), target, " and ".join(missing)), target)
     try:
-        return Bmc(runner, ipmitool, h["bmc_address"], h.get("bmc_port") or 623, h["bmc_user"], h["bmc_password"],
+        if redfish:
+            return Redfish(h["bmc_address"], port, h["bmc_user"], h["bmc_password"],
+                           validate_certs=h.get("bmc_validate_certs", True), ca_path=h.get("bmc_ca_path"),
+                           min_interval=min_interval, retries=retries, state_dir=state_dir)
+        return Bmc(runner, ipmitool, h["bmc_address"], port, h["bmc_user"], h["bmc_password"],
                    cipher_suite=h.get("cipher_suite", 3), session_timeout=session_timeout, min_interval=min_interval,
                    retries=retries, state_dir=state_dir, guard=guard)
-    except ValueError as exc:       # what ipmi.validate_target refuses: that host's BMC, not the call
+    except (ValueError, RedfishError) as exc:   # what the client refuses: that host's BMC, not the call
         return Unusable("BMC %s cannot be asked: %s" % (target, exc), target)

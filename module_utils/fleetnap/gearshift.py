@@ -38,7 +38,7 @@ from ansible.module_utils.fleetnap.gear import GearError, groups_for
 POWER_STATES = ("on", "asleep", "off", "unknown")
 DOWN_METHODS = ("suspend", "soft", "off")
 PARK_CHOICES = DOWN_METHODS + ("auto",)
-UP_METHODS = ("wol", "ipmi")
+UP_METHODS = ("wol", "ipmi", "redfish")
 STATE_LIMIT = 16 * 1024 * 1024      # a state file of a few thousand hosts is well under 1 MB
 
 

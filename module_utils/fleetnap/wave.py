@@ -194,10 +194,10 @@ class Wave(object):
                     self.send_wol(h)
                     timeout = self.wol_timeout
                     note = ""
-                elif m == "ipmi":
-                    booting = self._ipmi_on(h)
+                elif m in ("ipmi", "redfish"):
+                    booting, note_boot = self._ipmi_on(h)
                     timeout = self.ipmi_timeout
-                    note = "chassis on since the wake (booting), no command sent; " if booting else ""
+                    note = ("chassis on since the wake (booting), no command sent; " if booting else "") + note_boot
                 else:
                     raise WaveError("unknown wake method %r" % (m,))
                 ok, took, probes = self.probe.until_answer(h["address"], h["port"], timeout)
@@ -217,13 +217,16 @@ class Wave(object):
                             "%s did not come back: %s" % (h["name"], "; ".join(a["report"] for a in attempts)))
 
     def _ipmi_on(self, h):
-        """Power the host on by its BMC; True when it is found booting (no command sent)."""
+        """Power the host on by its BMC (IPMI or Redfish); (True, note) when it is found booting (no
+        command sent). A Redfish BMC is first told to boot the disk once (safe power-on: a host that
+        network-boots into an installer is the worst outcome of a wake), unless the host's
+        boot_once is false; a BMC that cannot is noted, not fatal."""
         bmc = h.get("bmc")
         if bmc is None:
             raise WaveError("no BMC configured (fleetnap_bmc_address)")
         power = self._bmc(bmc.status)
         if power == "on" and h.get("chassis_was_off"):
-            return True
+            return True, ""
         if power == "on" and not self.cycle_unresponsive:
             raise WaveError("BMC %s reports chassis on but the host is silent (asleep in S3 or hung); IPMI power "
                             "on cannot wake it. Set cycle_unresponsive (gear_ipmi_cycle_unresponsive) to "
@@ -234,8 +237,16 @@ class Wave(object):
             if not reached:
                 raise WaveError("BMC %s accepted 'chassis power off' for the power cycle but still reports %s"
                                 % (bmc.target, last))
+        note = ""
+        if h.get("boot_once", True) and hasattr(bmc, "set_boot_once"):
+            try:
+                got = self._bmc(bmc.set_boot_once, "Hdd")
+                note = "next boot from %s (%s); " % (got.get("target"), "once" if got.get("once") else
+                                                       "the BMC reports %s, not once" % got.get("enabled"))
+            except Exception as exc:  # the wake goes on: its report says the override is not set
+                note = "boot override not set (%s); " % exc
         self._bmc(bmc.power, "on")
-        return False
+        return False, note
 
     # -- down
     def park(self, hosts):
