@@ -241,8 +241,8 @@ class Wave(object):
         if h.get("boot_once", True) and hasattr(bmc, "set_boot_once"):
             try:
                 got = self._bmc(bmc.set_boot_once, "Hdd")
-                note = "next boot from %s (%s); " % (got.get("target"), "once" if got.get("once") else
-                                                       "the BMC reports %s, not once" % got.get("enabled"))
+                how = "once" if got.get("once") else "the BMC reports %s, not once" % got.get("enabled")
+                note = "next boot from %s (%s); " % (got.get("target"), how)
             except Exception as exc:  # the wake goes on: its report says the override is not set
                 note = "boot override not set (%s); " % exc
         self._bmc(bmc.power, "on")
