@@ -9,12 +9,16 @@ collection tree from those sources:
   ``module_utils/fleetnap/*.py``, with every ``ansible.module_utils.fleetnap.X`` import rewritten to
   ``ansible_collections.fleetnap.power.plugins.module_utils.X`` (the form AnsiballZ packs for
   collection modules);
+- ``plugins/doc_fragments/`` from ``doc_fragments/*.py``: the option documentation several modules
+  share. Modules name them ``fleetnap.power.NAME`` (or ``fleetnap.power.NAME.VARIANT``) in
+  ``extends_documentation_fragment`` in the repository already (``collections/`` links them there
+  for ansible-doc); every such name must be a fragment, and variant, that exists;
 - ``roles/`` and ``playbooks/`` (templates, task files and hooks included), with every task that
   calls one of this repository's modules by its short name, every ``roles:`` entry and every
   ``include_role``/``import_role`` of one of its roles rewritten to the fully qualified name
   ``fleetnap.power.NAME``. The rewrite edits only those scalars, at the positions the YAML parser
   reports, so comments and layout stay as written;
-- the modules' documentation and the roles' ``meta/argument_specs.yml``: ``M(name)`` and
+- the modules' and doc fragments' documentation and the roles' ``meta/argument_specs.yml``: ``M(name)`` and
   ``seealso`` entries of sibling modules become ``fleetnap.power.name`` (collection docs need
   fully qualified names);
 - ``LICENSE`` from the repository root, ``tests/sanity/ignore-*.txt`` from ``packaging/sanity/``
@@ -107,6 +111,53 @@ def module_doc(path: Path) -> dict:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DOCUMENTATION" for t in node.targets):
             return yaml.safe_load(ast.literal_eval(node.value)) or {}
     raise BuildError("%s has no DOCUMENTATION string" % path)
+
+
+def fragment_variants(path: Path) -> set:
+    """The documentation variables of a doc fragment (``DOCUMENTATION`` and named variants such as
+    ``REDFISH``, addressed as ``NAME.redfish``), each a string literal of YAML with options."""
+    tree = ast.parse(path.read_text(), str(path))
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModuleDocFragment"]
+    if len(classes) != 1:
+        raise BuildError("%s: a doc fragment holds one class ModuleDocFragment" % path)
+    variants = set()
+    for node in classes[0].body:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if not isinstance(target, ast.Name):
+                continue
+            # ansible-test's yamllint reads each one as a literal; a computed string breaks it.
+            if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                raise BuildError("%s: %s must be a string literal" % (path, target.id))
+            try:
+                doc = yaml.safe_load(node.value.value)
+            except yaml.YAMLError as exc:
+                raise BuildError("%s: %s is not valid YAML: %s" % (path, target.id, exc))
+            if not isinstance(doc, dict) or not (doc.get("options") or doc.get("attributes")):
+                raise BuildError("%s: %s documents no options or attributes" % (path, target.id))
+            variants.add(target.id)
+    if "DOCUMENTATION" not in variants:
+        raise BuildError("%s: ModuleDocFragment has no DOCUMENTATION" % path)
+    return variants
+
+
+def check_fragment_refs(doc: dict, origin: Path, prefix: str, fragments: dict) -> None:
+    """Every ``extends_documentation_fragment`` entry of this collection names a fragment of
+    ``doc_fragments/`` and one of its variants (``DOCUMENTATION`` when none is given)."""
+    refs = doc.get("extends_documentation_fragment") or []
+    if isinstance(refs, str):
+        refs = refs.split(",")
+    for ref in (str(r).strip() for r in refs):
+        if not ref.startswith(prefix + "."):
+            continue
+        name, _, variant = ref[len(prefix) + 1:].partition(".")
+        if name not in fragments:
+            raise BuildError("%s: extends_documentation_fragment %s: there is no doc_fragments/%s.py"
+                             % (origin, ref, name))
+        if (variant.upper() or "DOCUMENTATION") not in fragments[name]:
+            raise BuildError("%s: extends_documentation_fragment %s: doc_fragments/%s.py has no %s (it has %s)"
+                             % (origin, ref, name, variant.upper(), ", ".join(sorted(fragments[name]))))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,6 +357,7 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
 
     module_sources = sorted((REPO / "library").glob("*.py"))
     mu_sources = sorted((REPO / "module_utils" / "fleetnap").glob("*.py"))
+    fragment_sources = sorted((REPO / "doc_fragments").glob("*.py"))
     role_dirs = sorted(p for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
     if not module_sources or not mu_sources or not role_dirs:
         raise BuildError("library/, module_utils/fleetnap/ or roles/ is empty under %s" % REPO)
@@ -320,11 +372,13 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
     if not re.search(r"^## %s\s*$" % re.escape(str(meta["version"])), changelog, re.M):
         raise BuildError("%s has no '## %s' section: describe the release there before building it"
                          % (PACKAGING / "CHANGELOG.md", meta["version"]))
+    fragments = {path.stem: fragment_variants(path) for path in fragment_sources}
     module_docs = {}
     for path in module_sources:
         doc = module_doc(path)
         if doc.get("module") != path.stem:
             raise BuildError("%s: DOCUMENTATION says module %r; it must be %r" % (path, doc.get("module"), path.stem))
+        check_fragment_refs(doc, path, prefix, fragments)
         module_docs[path.stem] = str(doc.get("short_description", "")).strip()
     plugin_texts = {}
     doc_refs = 0
@@ -334,6 +388,10 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
         doc_refs += n
     for path in mu_sources:
         plugin_texts[Path("plugins/module_utils") / path.name] = rewrite_python(path.read_text(), fqcn_mu, path)
+    for path in fragment_sources:
+        text, n = rewrite_doc_refs(rewrite_python(path.read_text(), fqcn_mu, path), prefix, modules)
+        plugin_texts[Path("plugins/doc_fragments") / path.name] = text
+        doc_refs += n
 
     prepare_out(out)
     shutil.copy2(PACKAGING / "galaxy.yml", out / "galaxy.yml")
@@ -378,7 +436,8 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
         raise BuildError("short module_utils imports left in: %s" % ", ".join(left))
 
     result = {"collection_dir": str(out), "version": str(meta["version"]), "modules": len(modules),
-              "module_utils": len(mu_sources), "roles": len(roles), "fqcn_rewrites": edits,
+              "module_utils": len(mu_sources), "doc_fragments": len(fragment_sources), "roles": len(roles),
+              "fqcn_rewrites": edits,
               "doc_fqcn_rewrites": doc_refs}
     if dist is not None:
         dist.mkdir(parents=True, exist_ok=True)

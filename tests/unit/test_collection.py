@@ -28,11 +28,12 @@ from datasets import expected_disabled, raw_states
 
 FQ = "fleetnap.power"
 DATASET = "dell-9360-kbl"      # 4 CPUs: a real Kaby Lake laptop capture, small enough to be quick
-SOURCE_DIRS = ("library", "module_utils", "roles", "playbooks", "packaging")
+SOURCE_DIRS = ("library", "module_utils", "doc_fragments", "roles", "playbooks", "packaging")
 GALAXY = yaml.safe_load((REPO / "packaging" / "galaxy.yml").read_text())
 TARBALL_NAME = "%s-%s-%s.tar.gz" % (GALAXY["namespace"], GALAXY["name"], GALAXY["version"])
 MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py"))
 MODULE_UTILS = sorted(p.name for p in (REPO / "module_utils" / "fleetnap").glob("*.py"))
+DOC_FRAGMENTS = sorted(p.name for p in (REPO / "doc_fragments").glob("*.py"))
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
 
 
@@ -119,6 +120,7 @@ def test_build_reads_sources_only_and_ships_everything(built):
     assert info["dependencies"] == GALAXY["dependencies"]
     assert {"plugins/modules/%s.py" % m for m in MODULES} <= names
     assert {"plugins/module_utils/%s" % m for m in MODULE_UTILS} <= names
+    assert DOC_FRAGMENTS and {"plugins/doc_fragments/%s" % f for f in DOC_FRAGMENTS} <= names
     assert {"roles/%s/tasks/main.yml" % r for r in ROLES} <= names
     assert {"playbooks/%s" % p.name for p in (REPO / "playbooks").glob("*.yml")} <= names
     assert {"meta/runtime.yml", "meta/execution-environment.yml", "bindep.txt", "README.md", "CHANGELOG.md"} <= names
@@ -179,6 +181,13 @@ def test_ansible_doc_renders_every_module(built):
         doc = docs[name]["doc"]
         assert doc["module"] == name.rsplit(".", 1)[1] and doc["short_description"]
         assert doc["collection"] == FQ and docs[name]["examples"] and docs[name]["return"] is not None
+    # Options documented once in plugins/doc_fragments/ reach the modules that extend them, with
+    # their references to sibling modules fully qualified.
+    redfish = docs["%s.redfish_power" % FQ]["doc"]["options"]
+    assert redfish["bmc_host"]["required"] and redfish["min_interval"]["default"] == 0.25
+    assert "M(%s.bmc_power)" % FQ in " ".join(redfish["rate_limit_dir"]["description"])
+    assert docs["%s.gear_wave" % FQ]["doc"]["options"]["session_timeout"]["default"] == 2
+    assert docs["%s.pm_debug" % FQ]["doc"]["options"]["sysfs_root"]["default"] == "/"
     listing = _run([VENV_BIN / "ansible-doc", "-l", "--json", FQ], built["env"], built["base"])
     assert sorted(json.loads(listing.stdout)) == names
 
@@ -347,3 +356,23 @@ def test_fqcn_rewrite_touches_task_actions_and_role_names_only():
     assert "  vars:\n    bmc_power: not a task" in out and "register: host_wait" in out
     with pytest.raises(bc.BuildError, match="t.yml: not valid YAML"):
         bc.rewrite_yaml("- name: [unclosed\n", "tasks", rw, REPO / "t.yml")
+
+
+def test_build_refuses_a_fragment_that_does_not_exist(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("build_collection", REPO / "packaging" / "build_collection.py")
+    bc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bc)
+    fragments = {p.stem: bc.fragment_variants(p) for p in (REPO / "doc_fragments").glob("*.py")}
+    assert fragments["bmc_rate_limit"] == {"DOCUMENTATION", "REDFISH"}
+    origin = REPO / "library" / "x.py"
+    for ok in (["fleetnap.power.bmc", "fleetnap.power.bmc_rate_limit.redfish", "other.coll.thing"], "fleetnap.power.bmc"):
+        bc.check_fragment_refs({"extends_documentation_fragment": ok}, origin, FQ, fragments)
+    for bad, says in (("fleetnap.power.bmc_login", "there is no doc_fragments/bmc_login.py"),
+                      ("fleetnap.power.bmc_rate_limit.ipmi", "has no IPMI (it has DOCUMENTATION, REDFISH)")):
+        with pytest.raises(bc.BuildError, match=re.escape(says)):
+            bc.check_fragment_refs({"extends_documentation_fragment": [bad]}, origin, FQ, fragments)
+    computed = tmp_path / "computed.py"
+    computed.write_text('class ModuleDocFragment(object):\n    DOCUMENTATION = "options: {}" + ""\n')
+    with pytest.raises(bc.BuildError, match="must be a string literal"):
+        bc.fragment_variants(computed)
