@@ -24,27 +24,14 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.bmc
+  - fleetnap.power.bmc_rate_limit
 options:
-  bmc_host:
-    description: Address or name of the BMC.
-    type: str
-    required: true
   bmc_port:
     description: UDP port of the BMC's RMCP+ service.
     type: int
     default: 623
-  bmc_user:
-    description: IPMI user name.
-    type: str
-    required: true
-  bmc_password:
-    description:
-      - IPMI password. Give it here and nowhere else, for example from the controller's environment
-        with C(lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')) or from a vault variable.
-      - It is not taken from the module's environment. A task's C(environment:) keyword puts its
-        variables on the command line that starts the module (visible in C(ps) and in C(-vvv)
-        output), so a password there would leak; the module refuses instead.
-    type: str
   state:
     description:
       - V(status) only reads. V(on) and V(off) are hard power on and off.
@@ -72,10 +59,6 @@ options:
         seconds plus the backoff.
     type: int
     default: 2
-  min_interval:
-    description: Minimum seconds between the end of one command to this BMC and the start of the next.
-    type: float
-    default: 1
   interface:
     description: ipmitool interface.
     type: str
@@ -103,10 +86,6 @@ options:
     description: With O(state=soft), hard power off when the host did not go off within O(timeout).
     type: bool
     default: false
-  rate_limit_dir:
-    description: Directory of the per-BMC lock and timestamp files.
-    type: path
-    default: ~/.cache/fleetnap/bmc
 attributes:
   check_mode:
     support: full

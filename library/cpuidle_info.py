@@ -17,6 +17,8 @@ description:
   - Never changes anything.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.sysfs_root
 options:
   per_cpu:
     description:
@@ -24,10 +26,6 @@ options:
         for decisions and much smaller on many-core hosts.
     type: bool
     default: true
-  sysfs_root:
-    description: Root under which C(/sys) is found; V(/) is the live host, another directory a captured tree.
-    type: path
-    default: /
 attributes:
   check_mode:
     description: Can run in C(check_mode) and return changed status prediction without modifying the target.

@@ -18,15 +18,13 @@ description:
     a cron job running it) at the scrape interval you need.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.sysfs_root
 options:
   directory:
     description: node_exporter's textfile collector directory.
     type: path
     default: /var/lib/prometheus/node-exporter
-  sysfs_root:
-    description: Root under which C(/sys) is found; V(/) is the live host.
-    type: path
-    default: /
 attributes:
   check_mode:
     description: Can run in C(check_mode) and return changed status prediction without modifying the target.

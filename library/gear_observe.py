@@ -25,6 +25,9 @@ description:
     ipmitool only through its environment (C(-E)), never its command line.
 version_added: "0.2.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.fleet_bmc
+  - fleetnap.power.bmc_rate_limit
 options:
   hosts:
     description: The hosts to observe.
@@ -111,30 +114,10 @@ options:
     type: str
     choices: [always, silent]
     default: always
-  bmc_concurrency:
-    description: BMC reads in flight at most.
-    type: int
-    default: 4
   probe_concurrency:
     description: SSH probes in flight at most.
     type: int
     default: 256
-  min_interval:
-    description: Seconds between two commands to one BMC (shared with M(bmc_power) through O(rate_limit_dir)).
-    type: float
-    default: 1
-  retries:
-    description: Retries of a BMC read that got no answer.
-    type: int
-    default: 2
-  session_timeout:
-    description: Seconds ipmitool waits for one answer of the BMC.
-    type: int
-    default: 2
-  rate_limit_dir:
-    description: Where the per-BMC rate limit is kept on the controller.
-    type: path
-    default: ~/.cache/fleetnap/bmc
 attributes:
   check_mode:
     support: full

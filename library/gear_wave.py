@@ -36,6 +36,9 @@ description:
     one's own.
 version_added: "0.3.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.fleet_bmc
+  - fleetnap.power.bmc_rate_limit
 options:
   action:
     description: C(up) wakes the wave's hosts, C(down) parks them.
@@ -198,30 +201,10 @@ options:
     description: How many times each magic packet is sent.
     type: int
     default: 3
-  bmc_concurrency:
-    description: BMC commands in flight at most.
-    type: int
-    default: 4
   concurrency:
     description: Hosts handled at once at most (the rest wait for a free thread).
     type: int
     default: 512
-  min_interval:
-    description: Seconds between two commands to one BMC (shared with M(bmc_power) through O(rate_limit_dir)).
-    type: float
-    default: 1
-  retries:
-    description: Retries of a BMC command that got no answer.
-    type: int
-    default: 2
-  session_timeout:
-    description: Seconds ipmitool waits for one answer of the BMC.
-    type: int
-    default: 2
-  rate_limit_dir:
-    description: Where the per-BMC rate limit is kept on the controller.
-    type: path
-    default: ~/.cache/fleetnap/bmc
 attributes:
   check_mode:
     support: full

@@ -16,6 +16,8 @@ description:
   - Returns the values before the call so a playbook can restore them afterwards.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.sysfs_root
 options:
   pm_print_times:
     description: Value for C(/sys/power/pm_print_times). Omit to leave it alone.
@@ -23,10 +25,6 @@ options:
   pm_debug_messages:
     description: Value for C(/sys/power/pm_debug_messages). Omit to leave it alone.
     type: bool
-  sysfs_root:
-    description: Root under which C(/sys) is found; V(/) is the live host.
-    type: path
-    default: /
 attributes:
   check_mode:
     description: Can run in C(check_mode) and return changed status prediction without modifying the target.

@@ -16,7 +16,9 @@ description:
     counterpart of M(bmc_power) for BMCs that offer Redfish beside (or instead of) IPMI.
   - Finds the ComputerSystem under the service root (O(system_id) chooses when the BMC manages
     several), logs in with a Redfish session (deleted at the end) or, when the service has no
-    session service, HTTP Basic authentication.
+    session service, HTTP Basic authentication. The password is sent only in the body of the
+    session login (or in the C(Authorization) header of a BMC without sessions), never on a command
+    line, and it is not in the results; neither is the session token.
   - Reads the power state first and acts only when it differs from the requested one, sends the
     C(#ComputerSystem.Reset) type the BMC allows, follows a task monitor when the BMC answers
     C(202 Accepted), then verifies the state it asked for within O(timeout).
@@ -33,30 +35,14 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.bmc
+  - fleetnap.power.bmc_rate_limit.redfish
 options:
-  bmc_host:
-    description: Address or name of the BMC.
-    type: str
-    required: true
   bmc_port:
     description: TCP port of the BMC's HTTPS (Redfish) service.
     type: int
     default: 443
-  bmc_user:
-    description: Redfish user name.
-    type: str
-    required: true
-  bmc_password:
-    description:
-      - Redfish password. Give it here and nowhere else, for example from the controller's environment
-        with C(lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')) or from a vault variable.
-      - It is not taken from the module's environment. A task's C(environment:) keyword puts its
-        variables on the command line that starts the module (visible in C(ps) and in C(-vvv)
-        output), so a password there would leak; the module refuses instead.
-      - It is sent only in the body of the session login (or in the C(Authorization) header of a BMC
-        without sessions), never on a command line, and it is not in the results; neither is the
-        session token.
-    type: str
   system_id:
     description:
       - C(Id) (or last path segment) of the ComputerSystem to control, for BMCs that manage several
@@ -96,14 +82,6 @@ options:
     description: Retries of a request the BMC did not answer or answered with 502, 503, 504 or 429 (backoff 0.5 s, 1 s, 2 s ...).
     type: int
     default: 2
-  min_interval:
-    description: Minimum seconds between the end of one request to this BMC and the start of the next.
-    type: float
-    default: 0.25
-  rate_limit_dir:
-    description: Directory of the per-BMC lock and timestamp files (the same default as M(bmc_power)).
-    type: path
-    default: ~/.cache/fleetnap/bmc
   validate_certs:
     description:
       - Verify the BMC's TLS certificate and that it names O(bmc_host). Set V(false) in a lab only.
