@@ -1,6 +1,6 @@
 """apply_profile.yml and gear_shift.yml under ansible-runner, the engine AWX and its execution
 nodes run playbooks with (issue 17: when one controller is not enough, a shift is laid out as an
-AWX workflow; README "Beyond one controller"). Against a simulated fleet with power: the jobs
+AWX workflow; packaging/README.md "Beyond one controller"). Against a simulated fleet with power: the jobs
 succeed, and the runner's job events (what AWX shows and stores) have every host's result."""
 
 from __future__ import annotations
