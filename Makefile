@@ -63,8 +63,10 @@ test-unit: setup
 
 lint: setup lint-setup
 	$(BIN)/python tests/ansible_lint.py --profile production --strict .
+	@# Doc fragments from this checkout (collections/ links doc_fragments/), never an installed copy.
 	@for m in library/*.py; do n=$$(basename $$m .py); \
-	  $(BIN)/ansible-doc -M library $$n >/dev/null || { echo "ansible-doc failed for $$n"; exit 1; }; \
+	  ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/collections $(BIN)/ansible-doc -M library $$n >/dev/null \
+	    || { echo "ansible-doc failed for $$n"; exit 1; }; \
 	done; echo "ansible-doc: all modules render"
 	@# The built collection, through the checks a collection's publishers run. Built outside the
 	@# repository: ansible-test reads a tree inside a git checkout through git, which ignores build/.
