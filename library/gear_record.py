@@ -29,9 +29,25 @@ options:
     type: dict
     required: true
   after:
-    description: M(gear_shift_plan)'s return over the hosts as they were observed after the shift.
+    description:
+      - M(gear_shift_plan)'s return over the hosts as they were observed after the shift.
+      - Give this or O(observed).
     type: dict
-    required: true
+  observed:
+    description:
+      - The observation after the shift (M(gear_observe)'s RV(gear_observe#module:hosts), host name -> what was seen),
+        from which this module decides where every host is now against the plan's target groups,
+        as M(gear_shift_plan) would with O(gear_shift_plan#module:groups_on) (one module call fewer per shift).
+      - Give this or O(after). Needs O(replicas) and O(gmin) as the plan had them.
+    type: dict
+  replicas:
+    description: Number of gear groups, as planned (with O(observed)).
+    type: int
+    default: 3
+  gmin:
+    description: The lowest gear, as planned (with O(observed)).
+    type: int
+    default: 1
   actions:
     description:
       - Per-host results of the shift (C(host), C(ok), C(action), C(method), C(msg), ...).
@@ -144,11 +160,13 @@ from datetime import datetime, timezone
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_power_file
 from ansible.module_utils.fleetnap.gearrecord import (
-    Writes, check_inputs, history_line, merge_actions, metrics, outcome, record, report,
+    Writes, after_shift, check_inputs, history_line, merge_actions, metrics, outcome, record, report,
 )
+from ansible.module_utils.fleetnap.gear import GearError
+from ansible.module_utils.fleetnap.gearshift import ShiftError
 from ansible.module_utils.fleetnap.prom import MetricError, render
 from ansible.module_utils.fleetnap.sysfs import HostFsError
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file, text
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, items, number, path, read_text_file, text
 
 CHECKS = {
     "started": text(max_len=64),
@@ -158,6 +176,9 @@ CHECKS = {
     "history_file": path(),
     "power_file": path(),
     "metrics_dir": path(),
+    "observed": items(100000),
+    "replicas": number(lo=1, hi=100, integer=True),
+    "gmin": number(lo=1, hi=100, integer=True),
 }
 MAX_ACTIONS = 100000
 
@@ -176,7 +197,10 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             plan=dict(type="dict", required=True),
-            after=dict(type="dict", required=True),
+            after=dict(type="dict"),
+            observed=dict(type="dict"),
+            replicas=dict(type="int", default=3),
+            gmin=dict(type="int", default=1),
             actions=dict(type="list", elements="dict", default=[]),
             result=dict(type="str", choices=["ok", "degraded", "refused", "failed"]),
             reason=dict(type="str", default=""),
@@ -187,6 +211,8 @@ def main():
             power_file=dict(type="path", required=True),
             metrics_dir=dict(type="path", required=True),
         ),
+        mutually_exclusive=[("after", "observed")],
+        required_one_of=[("after", "observed")],
         supports_check_mode=True,
     )
     p = module.params
@@ -195,6 +221,8 @@ def main():
     try:
         if len(p["actions"]) > MAX_ACTIONS:
             raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
+        if p["observed"] is not None:
+            p["after"] = after_shift(p["plan"], p["observed"], p["replicas"], p["gmin"], p["state_file"], now)
         check_inputs(p["plan"], p["after"], p["actions"])
         actions = merge_actions(p["actions"])
         for opt in ("state_file", "history_file", "power_file"):
@@ -227,7 +255,7 @@ def main():
         energy = daily(history, figures, now)
         prom_text = render(metrics(rec, p["after"], energy, now))
         state_text = json.dumps(rec, indent=2, sort_keys=True, allow_nan=False) + "\n"
-    except (ParamError, EnergyError, MetricError) as exc:
+    except (ParamError, EnergyError, MetricError, ShiftError, GearError) as exc:
         module.fail_json(msg=str(exc))
     except (OSError, ValueError) as exc:   # unreadable files; a record that is not JSON (NaN)
         module.fail_json(msg="could not record the gear shift: %s (nothing was written)" % exc)

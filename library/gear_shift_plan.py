@@ -181,15 +181,11 @@ table:
   type: str
 """
 
-import time
 from datetime import date as dt_date
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import (
-    ShiftError, carry_since, plan_shift, power_state_rows, read_expected, read_parked, read_s3_records, read_states,
-    table, target_groups,
-)
+from ansible.module_utils.fleetnap.gearshift import ShiftError, plan_from
 from ansible.module_utils.fleetnap.validate import all_of, check_params, items, number, numbers, path, text
 
 CHECKS = {
@@ -231,22 +227,11 @@ def main():
                 day = dt_date.fromisoformat(p["date"])
             except ValueError:
                 raise ShiftError("date %r is not YYYY-MM-DD" % p["date"])
-        gear, on, _off = target_groups(p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day)
-        expected = read_expected(p["state_file"])
-        records = read_s3_records(p["resume_dir"], list(p["hosts"]))
-        hosts = dict((n, dict(h, s3=records[n]) if n in records and isinstance(h, dict) else h)
-                     for n, h in p["hosts"].items())
-        tier = {}
-        if p["park_off_after_h"] is not None:
-            tier = dict(parked=read_parked(p["state_file"]), now=time.time(),
-                        park_off_after_s=p["park_off_after_h"] * 3600.0)
-        out = plan_shift(hosts, p["replicas"], gear, on, expected, **tier)
-        carry_since(out["rows"], read_states(p["state_file"]), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        out = plan_from(p["hosts"], p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day,
+                        state_file=p["state_file"], resume_dir=p["resume_dir"],
+                        park_off_after_h=p["park_off_after_h"])
     except (ShiftError, GearError) as e:
         module.fail_json(msg=str(e))
-    out["table"] = table(out["rows"])
-    out["power_rows"] = power_state_rows(out["rows"])
-    out["date"] = (day or dt_date.today()).isoformat()
     module.exit_json(changed=False, **out)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from ansible.module_utils.fleetnap.gearshift import plan_from
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
 from ansible.module_utils.fleetnap.validate import ParamError
 
@@ -41,6 +42,18 @@ def check_inputs(plan, after, actions):
         if not isinstance(a.get("host"), str) or not isinstance(a.get("ok"), bool):
             raise ParamError("option actions[%d]: needs a host name (host) and ok (true or false), got %s"
                              % (i, repr(a)[:80]))
+
+
+def after_shift(plan, observed, replicas, gmin, state_file, now=None):
+    """Where every host is now, against the plan's target groups: gear_shift_plan's decision over
+    the observation after the shift (the state file is still the previous shift's: nothing is
+    written before this). ParamError when the plan has no target groups; ShiftError / GearError
+    name a host or value the observation does not allow."""
+    on = plan.get("groups_on")
+    if not isinstance(on, list) or not on or not all(isinstance(g, int) and not isinstance(g, bool) for g in on):
+        raise ParamError("option plan.groups_on: needs gear_shift_plan's target groups (a list of group numbers), got %r"
+                         % (on,))
+    return plan_from(observed, replicas, gmin, groups_on=on, state_file=state_file, now=now)
 
 
 def merge_actions(actions):

@@ -265,6 +265,29 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
     }
 
 
+def plan_from(hosts, replicas, gmin, gear=None, groups_on=None, day=None, state_file=None, resume_dir=None,
+              park_off_after_h=None, now=None):
+    """What M(gear_shift_plan) returns: the plan for ``hosts`` (observed) to reach ``gear`` (with
+    the day's rotation) or ``groups_on``, given the previous shift's state file and the S3 records
+    of ``resume_dir``; with its table, its power-state rows and its date. gear_record uses it for
+    "where every host is now" after a shift (the same decision over the second observation)."""
+    now = time.time() if now is None else now
+    gear, on, _off = target_groups(replicas, gmin, gear=gear, groups_on=groups_on, day=day)
+    expected = read_expected(state_file)
+    records = read_s3_records(resume_dir, list(hosts))
+    hosts = dict((n, dict(h, s3=records[n]) if n in records and isinstance(h, dict) else h)
+                 for n, h in hosts.items())
+    tier = {}
+    if park_off_after_h is not None:
+        tier = dict(parked=read_parked(state_file), now=now, park_off_after_s=park_off_after_h * 3600.0)
+    out = plan_shift(hosts, replicas, gear, on, expected, **tier)
+    carry_since(out["rows"], read_states(state_file), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
+    out["table"] = table(out["rows"])
+    out["power_rows"] = power_state_rows(out["rows"])
+    out["date"] = (day or dt_date.fromtimestamp(now)).isoformat()
+    return out
+
+
 def table(rows):
     """The plan as a fixed-width text table."""
     head = ("HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD", "WHY")

@@ -176,3 +176,29 @@ def test_a_wake_and_the_failure_after_it_are_one_failed_action():
     # a host's up and down are two actions
     down = {"host": "lab2", "action": "down", "ok": True, "msg": "silent"}
     assert len(gr.merge_actions([woke, down])) == 2
+
+
+def test_module_decides_where_hosts_are_now_from_the_observation_itself(tmp_path):
+    """observed (what gear_observe saw after the shift) instead of a second gear_shift_plan call:
+    the same record as with that call's return, decided against the state file before it is
+    rewritten."""
+    plan, after, actions = shift_down()
+    seen = {n: dict(h, ssh=n not in plan["down_hosts"], bmc="on", down_method="suspend", up_methods=["wol"],
+                    bmc_configured=True, power_w=FIG) for n, h in LAB.items()}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    by_after = run_module("gear_record", _args(tmp_path / "a", plan, after, actions), check=True)
+    args = _args(tmp_path / "b", plan, None, actions, observed=seen, replicas=3, gmin=1)
+    del args["after"]
+    res = run_module("gear_record", args)
+    assert res.get("failed") is not True, res
+    assert res["result"] == by_after["result"] == "ok"
+    # (shift_down's after is fabricated with expected "asleep"; here there is no state file: expected on)
+    for key in ("state", "target", "action", "group"):
+        assert ({n: h[key] for n, h in res["record"]["hosts"].items()}
+                == {n: h[key] for n, h in by_after["record"]["hosts"].items()}), key
+    assert res["record"]["hosts"]["lab2"]["state"] == "asleep" and res["record"]["hosts"]["lab1"]["state"] == "on"
+    # A host the plan put down that still answers: the shift failed, named.
+    seen["lab2"]["ssh"] = True
+    again = run_module("gear_record", args, check=True)
+    assert again["result"] == "failed" and "lab2" in again["reason"]
