@@ -128,10 +128,26 @@ options:
         default: false
       boot_once:
         description:
-          - Safe power-on. Before a Redfish BMC powers the host on, its next boot is set to the disk
-            once (C(BootSourceOverrideTarget=Hdd), C(Enabled=Once), read back); the result's report says
-            what the BMC took, and a BMC that cannot set it is reported, not fatal.
-          - Not done for IPMI BMCs yet.
+          - Safe power-on. Before a BMC powers the host on, its next boot is set to the disk once
+            (Redfish C(BootSourceOverrideTarget=Hdd) with C(Enabled=Once); IPMI C(chassis bootdev disk)),
+            then read back; the attempt's report says what the BMC took. A BMC that cannot set it is
+            reported, not fatal, unless O(hosts[].boot_once_required).
+        type: bool
+        default: true
+      boot_once_required:
+        description:
+          - With O(hosts[].boot_once), a BMC that cannot set the next boot to the disk does not power
+            the host on (the attempt fails with the BMC's answer; the next method, if any, is tried).
+          - OpenIPMI's C(ipmi_sim) takes no boot parameters; many real BMCs do.
+        type: bool
+        default: false
+      event_log:
+        description:
+          - Before a BMC powers the host on, what its event log holds is noted (IPMI C(sel info),
+            Redfish LogServices); after the host answers, the entries added since are returned in
+            RV(hosts.NAME.bmc_events) and counted in the attempt's report (IPMI, the newest 20, as the SEL
+            has no severity; Redfish, Warning and Critical ones). A log that cannot be read is
+            reported, never fails the wake.
         type: bool
         default: true
       down_method:
@@ -255,7 +271,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 hosts:
-  description: Every host's result, per host name (the shape of the gear_member role's result).
+  description:
+    - Every host's result, per host name (the shape of the gear_member role's result).
+    - A host powered on by its BMC with O(hosts[].event_log) has C(bmc_events), the BMC event log
+      entries added since just before the power-on (C(id), C(created), C(message), C(severity)),
+      when the log could be read.
   returned: always
   type: dict
   sample:
@@ -267,7 +287,8 @@ hosts:
       state: "on"
       attempts:
         - {method: wol, ok: false, elapsed_s: 60.0, report: "wol: did not become answering within 60 s (240 probes)"}
-        - {method: ipmi, ok: true, elapsed_s: 41.2, report: "ipmi: answered after 41.2 s"}
+        - {method: ipmi, ok: true, elapsed_s: 41.2,
+           report: "ipmi: next boot from Hdd (once); answered after 41.2 s; no new event log entries"}
       wait_s: 101.2
       elapsed_s: 102.0
       msg: woke by ipmi
@@ -379,6 +400,8 @@ def main():
                 wol_port=dict(type="int", default=9),
                 chassis_was_off=dict(type="bool", default=False),
                 boot_once=dict(type="bool", default=True),
+                boot_once_required=dict(type="bool", default=False),
+                event_log=dict(type="bool", default=True),
                 down_method=dict(type="str", default="suspend", choices=["suspend", "soft", "off"]),
                 since=dict(type="float"),
                 said=dict(type="dict"),

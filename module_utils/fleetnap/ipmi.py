@@ -103,6 +103,75 @@ def parse_power_status(output):
     return m.group(1).lower()
 
 
+# Boot devices by their Redfish names (what gear_wave asks for), as 'chassis bootdev' takes them
+# and as 'chassis bootparam get 5' reports them (IPMI 2.0 table 28-14, boot device selector).
+BOOTDEV = {"Hdd": "disk", "Pxe": "pxe", "Cd": "cdrom", "BiosSetup": "bios"}
+_BOOT_SELECTOR = (("Hard-Drive", "Hdd"), ("PXE", "Pxe"), ("CD/DVD", "Cd"), ("BIOS Setup", "BiosSetup"),
+                  ("No override", None))
+_SEL_ENTRIES = re.compile(r"^\s*Entries\s*:\s*(\d+)\s*$", re.MULTILINE)
+_SEL_LAST_ADD = re.compile(r"^\s*Last Add Time\s*:\s*(.*?)\s*$", re.MULTILINE)
+SEL_LIMIT = 20      # new entries reported after a wake (the newest)
+
+
+def parse_boot_flags(output):
+    """The boot flags (parameter 5) from ``chassis bootparam get 5``: {'valid', 'once', 'target'}
+    (target by its Redfish name: Hdd, Pxe, Cd, BiosSetup; None: no override, or a device this
+    does not name). IpmiError('parse') when the output has no boot flags."""
+    text = output or ""
+    if "Boot Flags" not in text:
+        raise IpmiError("cannot read the boot flags from ipmitool output %r" % (text.strip()[:200],), kind="parse")
+    m = re.search(r"Boot Device Selector\s*:\s*(.+)", text)
+    selector = m.group(1).strip() if m else ""
+    target = None
+    for words, name in _BOOT_SELECTOR:
+        if words.lower() in selector.lower():
+            target = name
+            break
+    return {"valid": "Boot Flag Valid" in text, "once": "Options apply to only next boot" in text,
+            "target": target, "selector": selector}
+
+
+def parse_sel_info(output):
+    """{'entries': N, 'last_add': text} from ``sel info``; IpmiError('parse') without an entry count."""
+    m = _SEL_ENTRIES.search(output or "")
+    if not m:
+        raise IpmiError("cannot read the SEL entry count from ipmitool output %r" % ((output or "").strip()[:200],),
+                        kind="parse")
+    last = _SEL_LAST_ADD.search(output or "")
+    return {"entries": int(m.group(1)), "last_add": last.group(1) if last else ""}
+
+
+def parse_sel_list(output):
+    """Entries of ``sel list``: [{'id', 'created', 'message', 'severity': None}]. ipmitool prints
+    one line per entry ('1 | date | time | sensor | event | direction'), or with -v (as Bmc runs
+    it) a block per entry ('SEL Record ID : 0001', 'Sensor Type', 'Description', ...)."""
+    out = []
+    text = output or ""
+    if "SEL Record ID" in text:
+        for block in re.split(r"(?m)^(?=\s*SEL Record ID\s*:)", text):
+            fields = {}
+            for line in block.splitlines():
+                key, sep, value = line.partition(":")
+                if sep:
+                    fields.setdefault(key.strip(), value.strip())
+            if "SEL Record ID" not in fields:
+                continue
+            what = [fields.get(k) for k in ("Sensor Type", "Sensor Number", "Description", "Event Direction")]
+            if fields.get("Sensor Number"):
+                what[1] = "#0x%s" % fields["Sensor Number"]
+            out.append({"id": fields["SEL Record ID"], "created": fields.get("Timestamp", ""),
+                        "message": " | ".join(w for w in what if w) or fields.get("Record Type", ""),
+                        "severity": None})
+        return out
+    for line in text.splitlines():
+        cols = [c.strip() for c in line.split("|")]
+        if len(cols) < 4 or not re.match(r"^[0-9a-fA-F]+$", cols[0]):
+            continue
+        out.append({"id": cols[0], "created": " ".join(c for c in cols[1:3] if c), "message": " | ".join(cols[3:]),
+                    "severity": None})
+    return out
+
+
 def classify_failure(stdout, stderr):
     """'auth' (do not retry), 'unreachable' (retry) or 'command' (the BMC refused the command)."""
     text = ("%s\n%s" % (stdout or "", stderr or "")).lower()
@@ -258,11 +327,16 @@ class Bmc(object):
 
     def run(self, command):
         """Run ``command``; retry 'unreachable' failures; return stdout or raise IpmiError."""
+        return self.run_both(command)[0]
+
+    def run_both(self, command):
+        """As run(), returning (stdout, stderr): ipmitool reports some refusals (a boot parameter
+        the BMC does not take) on stderr with exit status 0."""
         delays = backoff_delays(self.retries, self.backoff)
         for attempt in range(self.retries + 1):
             rc, out, err = self._once(command)
             if rc == 0:
-                return out
+                return out, err
             kind = classify_failure(out, err)
             detail = _last_error_line(out, err)
             if self.guard and rc in (124, 137):
@@ -305,6 +379,51 @@ class Bmc(object):
         reached, last, got = self.wait_for("on", timeout, poll)
         seen += [s for s in got if s != seen[-1]]
         return reached, last, seen, None if reached else "on"
+
+    def set_boot_once(self, target="Hdd"):
+        """Boot from ``target`` (Redfish name: Hdd, Pxe, Cd, BiosSetup) at the next boot only
+        ('chassis bootdev', which sets the override for one boot), then read it back ('chassis
+        bootparam get 5'). IpmiError('command') when the BMC refuses it or reports another device.
+        Returns {'target', 'enabled' (Once / Continuous / Disabled), 'requested', 'once'}, as
+        redfish.Redfish.set_boot_once does."""
+        if target not in BOOTDEV:
+            raise ValueError("unknown boot target %r (one of %s)" % (target, ", ".join(sorted(BOOTDEV))))
+        command = ["chassis", "bootdev", BOOTDEV[target]]
+        out, err = self.run_both(command)
+        refused = [ln.strip() for ln in ("%s\n%s" % (out, err)).splitlines() if "failed" in ln.lower()]
+        if refused:
+            raise IpmiError("BMC %s refused '%s': %s" % (self.target, " ".join(command), "; ".join(refused[:2])),
+                            kind="command")
+        flags = parse_boot_flags(self.run(["chassis", "bootparam", "get", "5"]))
+        if not flags["valid"] or flags["target"] != target:
+            raise IpmiError("BMC %s accepted '%s' but its boot flags say %s"
+                            % (self.target, " ".join(command), flags["selector"] if flags["valid"]
+                               else "no override (boot flags not valid)"), kind="command")
+        return {"target": flags["target"], "enabled": "Once" if flags["once"] else "Continuous",
+                "requested": {"target": target, "enabled": "Once"}, "once": flags["once"]}
+
+    def log_marker(self):
+        """What the BMC's event log (SEL) holds now: {'entries', 'last_add'} (to compare with later)."""
+        return parse_sel_info(self.run(["sel", "info"]))
+
+    def log_entries_since(self, marker=None, limit=SEL_LIMIT):
+        """The SEL entries added since ``marker`` (from log_marker(); None: the newest ``limit``),
+        newest last, at most ``limit``: [{'id', 'created', 'message', 'severity': None}] (the SEL
+        has no severity: every new entry is reported). A log cleared or wrapped since the marker
+        (fewer entries, another last add time) reports its newest entries."""
+        now = parse_sel_info(self.run(["sel", "info"]))
+        if marker is None:
+            new = now["entries"]
+        elif now["entries"] > marker["entries"]:
+            new = now["entries"] - marker["entries"]
+        elif now["last_add"] != marker["last_add"]:
+            new = now["entries"]
+        else:
+            new = 0
+        new = min(new, limit)
+        if new <= 0:
+            return []
+        return parse_sel_list(self.run(["sel", "list", "last", str(new)]))[-new:]
 
     def wait_for(self, wanted, timeout, poll=1.0):
         """Poll status until ``wanted`` or ``timeout`` s; return (reached, last_state, states_seen)."""

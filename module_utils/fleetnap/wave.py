@@ -195,7 +195,7 @@ class Wave(object):
                     timeout = self.wol_timeout
                     note = ""
                 elif m in ("ipmi", "redfish"):
-                    booting, note_boot = self._ipmi_on(h)
+                    booting, note_boot, marker = self._ipmi_on(h)
                     timeout = self.ipmi_timeout
                     note = ("chassis on since the wake (booting), no command sent; " if booting else "") + note_boot
                 else:
@@ -206,9 +206,17 @@ class Wave(object):
                 waited += took
                 # booting since the method before: that one woke it (this one only waited)
                 method = attempts[-1]["method"] if booting and attempts else m
-                attempts.append({"method": m, "ok": True, "elapsed_s": took,
-                                 "report": "%s: %sanswered after %s s" % (m, note, took)})
-                return self._result(h, "up", True, method, "on", attempts, waited, t0, "woke by %s" % method)
+                attempt = {"method": m, "ok": True, "elapsed_s": took,
+                           "report": "%s: %sanswered after %s s" % (m, note, took)}
+                events = None
+                if m in ("ipmi", "redfish") and marker is not None:
+                    events, seen = self._events_since(h["bmc"], marker)
+                    attempt["report"] += "; " + seen
+                attempts.append(attempt)
+                out = self._result(h, "up", True, method, "on", attempts, waited, t0, "woke by %s" % method)
+                if events is not None:
+                    out["bmc_events"] = events
+                return out
             except Exception as exc:  # IpmiError, WolError, WaveError: this attempt's report
                 spent = round(self.clock() - sent, 2)
                 waited += spent
@@ -217,16 +225,18 @@ class Wave(object):
                             "%s did not come back: %s" % (h["name"], "; ".join(a["report"] for a in attempts)))
 
     def _ipmi_on(self, h):
-        """Power the host on by its BMC (IPMI or Redfish); (True, note) when it is found booting (no
-        command sent). A Redfish BMC is first told to boot the disk once (safe power-on: a host that
-        network-boots into an installer is the worst outcome of a wake), unless the host's
-        boot_once is false; a BMC that cannot is noted, not fatal."""
+        """Power the host on by its BMC (IPMI or Redfish): (booting, note, event log marker);
+        booting is True when the host is found booting (no command sent). Safe power-on, both
+        optional per host and on by default: the BMC is first told to boot the disk once (a host
+        that network-boots into an installer is the worst outcome of a wake; a BMC that cannot is
+        noted, or refused with boot_once_required), and what its event log holds is noted before
+        the power-on, so that the entries the wake added are reported after it (event_log)."""
         bmc = h.get("bmc")
         if bmc is None:
             raise WaveError("no BMC configured (fleetnap_bmc_address)")
         power = self._bmc(bmc.status)
         if power == "on" and h.get("chassis_was_off"):
-            return True, ""
+            return True, "", None
         if power == "on" and not self.cycle_unresponsive:
             raise WaveError("BMC %s reports chassis on but the host is silent (asleep in S3 or hung); IPMI power "
                             "on cannot wake it. Set cycle_unresponsive (gear_ipmi_cycle_unresponsive) to "
@@ -238,15 +248,38 @@ class Wave(object):
                 raise WaveError("BMC %s accepted 'chassis power off' for the power cycle but still reports %s"
                                 % (bmc.target, last))
         note = ""
-        if h.get("boot_once", True) and hasattr(bmc, "set_boot_once"):
+        if h.get("boot_once", True):
             try:
                 got = self._bmc(bmc.set_boot_once, "Hdd")
                 how = "once" if got.get("once") else "the BMC reports %s, not once" % got.get("enabled")
                 note = "next boot from %s (%s); " % (got.get("target"), how)
-            except Exception as exc:  # the wake goes on: its report says the override is not set
+            except Exception as exc:  # the wake goes on, its report says so; unless it is required
+                if h.get("boot_once_required"):
+                    raise WaveError("not powered on: the next boot could not be set to the disk (%s); "
+                                    "boot_once_required" % exc)
                 note = "boot override not set (%s); " % exc
+        marker = None
+        if h.get("event_log", True):
+            try:
+                marker = self._bmc(bmc.log_marker)
+            except Exception as exc:  # the wake goes on without a log comparison
+                note += "event log not read before the power-on (%s); " % exc
         self._bmc(bmc.power, "on")
-        return False, note
+        return False, note, marker
+
+    def _events_since(self, bmc, marker):
+        """([entries], report text) of the BMC's event log since ``marker``; (None, why) when it
+        cannot be read (the wake is not failed for it)."""
+        try:
+            events = self._bmc(bmc.log_entries_since, marker)
+        except Exception as exc:
+            return None, "event log not read after the wake (%s)" % exc
+        if not events:
+            return events, "no new event log entries"
+        first = events[0]
+        return events, "%d new event log entr%s (first: %s%s)" % (
+            len(events), "y" if len(events) == 1 else "ies",
+            "%s: " % first["severity"] if first.get("severity") else "", str(first.get("message"))[:160])
 
     # -- down
     def park(self, hosts):

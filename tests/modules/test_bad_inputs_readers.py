@@ -445,6 +445,9 @@ WB = dict(WH, bmc_address="127.0.0.1", bmc_port=9, bmc_user="admin", bmc_passwor
 GW = {"action": "up", "hosts": [WH], "wol_timeout": 0.3, "rate_limit_dir": "{tmp}/rl"}
 GEAR_WAVE = [
     ("action sideways", dict(GW, action="sideways"), "value of action must be one of: up, down"),
+    ("boot_once_required a word", dict(GW, hosts=[dict(WH, boot_once_required="maybe")]),
+     "boot_once_required"),
+    ("event_log a list", dict(GW, hosts=[dict(WH, event_log=[1])]), "event_log"),
     ("wol_timeout nan", dict(GW, wol_timeout=NAN), "option wol_timeout: must be a finite number"),
     ("wol_timeout 0", dict(GW, wol_timeout=0), "option wol_timeout: must be > 0"),
     ("ipmi_timeout a day", dict(GW, ipmi_timeout=86400), "option ipmi_timeout: must be > 0 and <= 3600"),

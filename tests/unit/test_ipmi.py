@@ -224,3 +224,115 @@ def test_cycle_from_on_sees_off_then_on(tmp_path):
     runner = ScriptedRunner(ack, on, off, ack, off, on)
     bmc, _clock = _bmc(tmp_path, runner)
     assert bmc.cycle("on", timeout=10, poll=1) == (True, "on", ["on", "off", "on"], None)
+
+
+# 'chassis bootparam get 5' as ipmitool 1.8.19 prints it for a BMC that took 'chassis bootdev disk'
+# (ipmi_sim takes no boot parameters: its refusal is the module test's, test_gear_wave_ipmi.py).
+BOOT_FLAGS_DISK_ONCE = """Boot parameter version: 1
+Boot parameter 5 is valid/unlocked
+Boot parameter data: 8008000000
+ Boot Flags :
+   - Boot Flag Valid
+   - Options apply to only next boot
+   - BIOS PC Compatible (legacy) boot
+   - Boot Device Selector : Force Boot from default Hard-Drive
+   - Console Redirection control : System Default
+   - BIOS verbosity : Console redirection occurs per BIOS configuration setting (default)
+   - BIOS Mux Control Override : BIOS uses recommended setting of the mux at the end of POST
+"""
+BOOT_FLAGS_PXE_PERSISTENT = BOOT_FLAGS_DISK_ONCE.replace("8008", "c004").replace(
+    "Options apply to only next boot", "Options apply to all future boots").replace(
+    "Force Boot from default Hard-Drive", "Force PXE")
+SIM_REFUSAL = ("", "Set Chassis Boot Parameter 4 failed: Invalid data field in request\n"
+                   "Set Chassis Boot Parameter 5 failed: Invalid data field in request\n")
+
+
+def test_parse_boot_flags():
+    assert ipmi.parse_boot_flags(BOOT_FLAGS_DISK_ONCE) == {
+        "valid": True, "once": True, "target": "Hdd", "selector": "Force Boot from default Hard-Drive"}
+    got = ipmi.parse_boot_flags(BOOT_FLAGS_PXE_PERSISTENT)
+    assert got["target"] == "Pxe" and not got["once"]
+    with pytest.raises(IpmiError, match="cannot read the boot flags"):
+        ipmi.parse_boot_flags("Get Chassis Boot Parameter 5 failed: Invalid data field in request")
+
+
+def test_set_boot_once_sets_and_reads_back(tmp_path):
+    runner = ScriptedRunner((0, "Set Boot Device to disk\n", ""), (0, BOOT_FLAGS_DISK_ONCE, ""))
+    bmc, _ = _bmc(tmp_path, runner)
+    got = bmc.set_boot_once("Hdd")
+    assert got == {"target": "Hdd", "enabled": "Once", "requested": {"target": "Hdd", "enabled": "Once"}, "once": True}
+    assert [c[0][-3:] for c in runner.calls] == [["chassis", "bootdev", "disk"], ["bootparam", "get", "5"]]
+
+
+def test_set_boot_once_error_paths(tmp_path):
+    # ipmi_sim's answer: exit status 0, the refusal on stderr; nothing read back after it.
+    runner = ScriptedRunner((0, "", SIM_REFUSAL[1]))
+    bmc, _ = _bmc(tmp_path, runner)
+    with pytest.raises(IpmiError, match=r"refused 'chassis bootdev disk': Set Chassis Boot Parameter 4 failed"):
+        bmc.set_boot_once("Hdd")
+    assert len(runner.calls) == 1
+    # A BMC that says yes and keeps another device.
+    runner = ScriptedRunner((0, "Set Boot Device to disk\n", ""), (0, BOOT_FLAGS_PXE_PERSISTENT, ""))
+    bmc, _ = _bmc(tmp_path, runner)
+    with pytest.raises(IpmiError, match="accepted 'chassis bootdev disk' but its boot flags say Force PXE"):
+        bmc.set_boot_once("Hdd")
+    with pytest.raises(ValueError, match="unknown boot target"):
+        bmc.set_boot_once("Floppy")
+
+
+SEL_INFO = """SEL Information
+Version          : 1.5 (v1.5, v2 compliant)
+Entries          : %d
+Free Space       : 15984 bytes
+Last Add Time    : %s
+"""
+SEL_VERBOSE = """SEL Record ID          : 0002
+ Record Type           : 02
+ Timestamp             : 11/25/2026 18:40:02
+ Sensor Type           : Memory
+ Sensor Number         : 0c
+ Event Direction       : Assertion Event
+ Description           : Correctable ECC
+
+SEL Record ID          : 0003
+ Record Type           : 02
+ Timestamp             : 11/25/2026 18:40:03
+ Sensor Type           : Power Supply
+ Sensor Number         : 01
+ Event Direction       : Assertion Event
+ Description           : Failure detected
+
+"""
+
+
+def test_sel_parsing_both_formats():
+    assert ipmi.parse_sel_info(SEL_INFO % (3, "11/25/2026 18:40:03")) == {"entries": 3,
+                                                                          "last_add": "11/25/2026 18:40:03"}
+    got = ipmi.parse_sel_list(SEL_VERBOSE)
+    assert [e["id"] for e in got] == ["0002", "0003"]
+    assert got[1]["message"] == "Power Supply | #0x01 | Failure detected | Assertion Event"
+    plain = ipmi.parse_sel_list("   1 | 11/25/2026 | 18:40:00 | Power Supply #0x01 | Failure detected | Asserted\n"
+                                "SEL has no entries\n")
+    assert plain == [{"id": "1", "created": "11/25/2026 18:40:00",
+                      "message": "Power Supply #0x01 | Failure detected | Asserted", "severity": None}]
+    with pytest.raises(IpmiError, match="cannot read the SEL entry count"):
+        ipmi.parse_sel_info("Get SEL Info command failed")
+
+
+def test_log_entries_since_a_marker(tmp_path):
+    # Two new entries: listed as the last two.
+    runner = ScriptedRunner((0, SEL_INFO % (1, "11/25/2026 18:00:00"), ""), (0, SEL_INFO % (3, "x"), ""),
+                            (0, SEL_VERBOSE, ""))
+    bmc, _ = _bmc(tmp_path, runner)
+    marker = bmc.log_marker()
+    assert [e["id"] for e in bmc.log_entries_since(marker)] == ["0002", "0003"]
+    assert runner.calls[-1][0][-4:] == ["sel", "list", "last", "2"]
+    # Nothing new: no list read.
+    runner = ScriptedRunner((0, SEL_INFO % (3, "x"), ""))
+    bmc, _ = _bmc(tmp_path, runner)
+    assert bmc.log_entries_since({"entries": 3, "last_add": "x"}) == [] and len(runner.calls) == 1
+    # Cleared and written again (fewer entries, another last add time): its newest, at most the limit.
+    runner = ScriptedRunner((0, SEL_INFO % (2, "y"), ""), (0, SEL_VERBOSE, ""))
+    bmc, _ = _bmc(tmp_path, runner)
+    assert len(bmc.log_entries_since({"entries": 50, "last_add": "x"}, limit=1)) == 1
+    assert runner.calls[-1][0][-4:] == ["sel", "list", "last", "1"]

@@ -328,3 +328,63 @@ def test_park_reads_what_each_host_said():
                                "parked by soft through the BMC instead; silent ")
     assert out["fine"]["ok"] and out["fine"]["state"] == "asleep"
     refused.down()
+
+
+class SafeBmc(FakeBmc):
+    """A BMC with a boot override and an event log (the order of the calls is what is tested;
+    the real BMCs are in tests/modules/test_gear_wave_ipmi.py and test_gear_redfish.py)."""
+
+    def __init__(self, host, boot_error=None, log_error=None, **kw):
+        super().__init__(host, **kw)
+        self.boot_error, self.log_error, self.log = boot_error, log_error, ["old"]
+
+    def set_boot_once(self, target):
+        self.commands.append("boot:%s" % target)
+        if self.boot_error:
+            raise IpmiError(self.boot_error, kind="command")
+        return {"target": target, "enabled": "Once", "once": True}
+
+    def log_marker(self):
+        self.commands.append("marker")
+        return list(self.log)
+
+    def power(self, action):
+        super().power(action)
+        if action == "on":
+            self.log.append("POST: memory error")
+
+    def log_entries_since(self, marker):
+        self.commands.append("since")
+        if self.log_error:
+            raise IpmiError(self.log_error, kind="unreachable")
+        return [{"id": str(i), "message": m, "severity": "Warning"} for i, m in enumerate(self.log) if m not in marker]
+
+
+def test_a_bmc_power_on_sets_the_disk_once_and_reports_what_the_wake_logged():
+    h = FakeHost()
+    bmc = SafeBmc(h)
+    w, _ = wave()
+    r = w.wake([entry("a", h, ("ipmi",), bmc)])["a"]
+    assert r["ok"] and bmc.commands == ["status", "boot:Hdd", "marker", "on", "since"]
+    assert r["bmc_events"] == [{"id": "1", "message": "POST: memory error", "severity": "Warning"}]
+    assert "next boot from Hdd (once)" in r["attempts"][0]["report"]
+    assert "1 new event log entry (first: Warning: POST: memory error)" in r["attempts"][0]["report"]
+
+
+def test_safe_power_on_error_paths():
+    # The override cannot be set: noted and powered on; with boot_once_required, not powered on.
+    h = FakeHost()
+    bmc = SafeBmc(h, boot_error="BMC x refused 'chassis bootdev disk'")
+    w, _ = wave()
+    r = w.wake([entry("a", h, ("ipmi",), bmc)])["a"]
+    assert r["ok"] and "boot override not set (BMC x refused" in r["attempts"][0]["report"]
+    h2 = FakeHost()
+    bmc2 = SafeBmc(h2, boot_error="BMC y refused 'chassis bootdev disk'")
+    r2 = w.wake([dict(entry("b", h2, ("ipmi",), bmc2), boot_once_required=True)])["b"]
+    assert not r2["ok"] and "on" not in bmc2.commands and "boot_once_required" in r2["msg"]
+    # The event log cannot be read after the wake: said, the wake stands, no bmc_events.
+    h3 = FakeHost()
+    bmc3 = SafeBmc(h3, log_error="no answer")
+    r3 = w.wake([entry("c", h3, ("ipmi",), bmc3)])["c"]
+    assert r3["ok"] and "bmc_events" not in r3
+    assert "event log not read after the wake (no answer)" in r3["attempts"][0]["report"]
