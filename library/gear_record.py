@@ -88,6 +88,14 @@ options:
     description: Directory of node_exporter's textfile collector (created when missing).
     type: path
     required: true
+  lock_file:
+    description:
+      - The shift's lock (taken by M(shift_lock)), released once everything is written, as
+        M(shift_lock) with O(shift_lock#module:state=absent) releases it (only when this
+        C(ansible-playbook) run owns it, or its owner is gone), saving one module call per shift.
+      - Not released when a write failed or in check mode; RV(lock_released) says whether it was
+        (a lock that could not be released is a warning, and the caller releases it with M(shift_lock)).
+    type: path
 attributes:
   check_mode:
     support: full
@@ -145,6 +153,10 @@ report:
   returned: always
   type: list
   elements: str
+lock_released:
+  description: Whether O(lock_file) was released (false without O(lock_file), in check mode, or when it could not be).
+  returned: always
+  type: bool
 written:
   description: The files written.
   returned: always
@@ -165,6 +177,7 @@ from ansible.module_utils.fleetnap.gearrecord import (
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
 from ansible.module_utils.fleetnap.prom import MetricError, render
+from ansible.module_utils.fleetnap.shiftlock import LockError, guarded, playbook_ancestor, release, stat
 from ansible.module_utils.fleetnap.sysfs import HostFsError
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, items, number, path, read_text_file, text
 
@@ -176,6 +189,7 @@ CHECKS = {
     "history_file": path(),
     "power_file": path(),
     "metrics_dir": path(),
+    "lock_file": path(),
     "observed": items(100000),
     "replicas": number(lo=1, hi=100, integer=True),
     "gmin": number(lo=1, hi=100, integer=True),
@@ -210,6 +224,7 @@ def main():
             history_file=dict(type="path", required=True),
             power_file=dict(type="path", required=True),
             metrics_dir=dict(type="path", required=True),
+            lock_file=dict(type="path"),
         ),
         mutually_exclusive=[("after", "observed")],
         required_one_of=[("after", "observed")],
@@ -263,7 +278,7 @@ def main():
     out = dict(record=rec, result=result, reason=rec["reason"], energy=energy,
                report=report(rec, p["after"], p["state_file"]))
     if module.check_mode:
-        module.exit_json(changed=True, written=[], **out)
+        module.exit_json(changed=True, written=[], lock_released=False, **out)
 
     undo = Writes(module)
     written = []
@@ -290,7 +305,24 @@ def main():
                                  "(check those files)" % (step, exc, ", ".join(failed)))
         module.fail_json(msg="could not write %s: %s; the state file, the history, the power figures and "
                              "the metrics are as they were" % (step, exc))
-    module.exit_json(changed=True, written=written, **out)
+    module.exit_json(changed=True, written=written, lock_released=_release(module, p["lock_file"]), **out)
+
+
+def _release(module, lock_file):
+    """Release the shift's lock after the record (True), or warn why not (False)."""
+    if not lock_file:
+        return False
+    pid = playbook_ancestor()
+    st = stat(pid) if pid else None
+    try:
+        if st is None:
+            raise LockError("no ansible-playbook process above this module to own it")
+        with guarded(lock_file):
+            release(lock_file, pid, st[1])
+    except LockError as exc:
+        module.warn("the shift is recorded; its lock %s was not released: %s" % (lock_file, exc))
+        return False
+    return True
 
 
 if __name__ == "__main__":

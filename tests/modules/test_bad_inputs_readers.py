@@ -553,6 +553,7 @@ GEAR_RECORD = [
     ("power file not JSON", dict(GR, power_file="{in}/power_w.json"), "power_w.json is not valid JSON"),
     ("state file a directory", dict(GR, state_file="{in}/statedir"), "statedir is a directory, not a file"),
     ("unknown option", dict(GR, colour="red"), "Unsupported parameters"),
+    ("lock_file relative", dict(GR, lock_file="shift.lock"), "option lock_file: must be an absolute path"),
     ("after and observed", dict(GR, observed={"lab1": {"group": 1, "ssh": True}}),
      "parameters are mutually exclusive: after|observed"),
     ("neither after nor observed", {k: v for k, v in GR.items() if k != "after"},

@@ -202,3 +202,56 @@ def test_module_decides_where_hosts_are_now_from_the_observation_itself(tmp_path
     seen["lab2"]["ssh"] = True
     again = run_module("gear_record", args, check=True)
     assert again["result"] == "failed" and "lab2" in again["reason"]
+
+
+def test_the_record_releases_the_lock_its_playbook_owns_and_no_other(tmp_path):
+    """Through ansible-playbook (the lock's owner is the playbook's main process): shift_lock takes
+    it, gear_record writes the record and releases it; a lock held by another live process stays
+    (a warning, lock_released false) and the record is still written."""
+    import os
+    import subprocess
+    from conftest import REPO, VENV_BIN
+    plan, after, actions = shift_down()
+    gear = tmp_path / "gear"
+    gear.mkdir()
+    lock = gear / "shift.lock"
+    args = dict(_args(tmp_path, plan, after, actions), lock_file=str(lock))
+    (tmp_path / "args.json").write_text(json.dumps(args))
+    play = tmp_path / "record.yml"
+    play.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - shift_lock: {path: %s}\n"
+        "      when: take | bool\n"
+        "    - gear_record: \"{{ lookup('file', '%s') | from_json }}\"\n"
+        "      register: rec\n"
+        "    - ansible.builtin.copy: {content: \"{{ rec | to_json }}\", dest: %s}\n"
+        % (lock, tmp_path / "args.json", tmp_path / "out.json"))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-e",
+           "ansible_python_interpreter=/usr/bin/python3", str(play)]
+    proc = subprocess.run(cmd + ["-e", "take=true"], capture_output=True, text=True, env=env, cwd=str(REPO),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["lock_released"] is True and not lock.exists()
+    assert json.loads((gear / "state.json").read_text())["gear"] == 1
+    # Another live process holds it: kept, said, and the record written all the same.
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        lock.write_text(json.dumps({"pid": holder.pid, "start_time": _start_time(holder.pid), "cmdline": ["sleep"]}))
+        (gear / "state.json").unlink()
+        proc = subprocess.run(cmd + ["-e", "take=false"], capture_output=True, text=True, env=env, cwd=str(REPO),
+                              timeout=120)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        out = json.loads((tmp_path / "out.json").read_text())
+        assert out["lock_released"] is False and lock.exists()
+        assert any("belongs to another live process" in w for w in out.get("warnings", [])), out.get("warnings")
+        assert (gear / "state.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _start_time(pid):
+    with open("/proc/%d/stat" % pid) as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[19])
