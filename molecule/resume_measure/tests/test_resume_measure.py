@@ -3,8 +3,8 @@
 prepare.yml left lab3 with s2idle selected, pm_print_times off, no measured resume in its fact
 file (a key of the scenario's own instead), no resume metrics, and recorded that state and the
 cycle logs already there in /run/fleetnap-molecule/resume_measure.json; converge.yml measured one
-S3 cycle. Every test starts from the one cycle log this run left (the `cycle` fixture), so each
-fails when the role did not measure, and then checks one effect on the guest: the measured resume
+S3 cycle. Every test starts from the one cycle log this run left (the `this_run` fixture), so
+each fails when the role did not measure, and then checks one effect on the guest: the measured resume
 in the fact file, the metrics, pm_print_times on during the cycle and back off, S3 measured and
 the host's s2idle choice back, nothing left armed or running.
 """
@@ -31,11 +31,20 @@ def prepared(host):
 
 
 @pytest.fixture
-def cycle(host, prepared):
-    """The kernel log of the cycle this run measured (pm_cycle keeps one per cycle)."""
+def this_run(host, prepared):
+    """The name of the one cycle log this run left (pm_cycle keeps one per cycle, named
+    <time>-<run_id>-<cycle>.log) and its run_id."""
     new = sorted(set(host.file(LOGS).listdir()) - set(prepared["logs"])) if host.file(LOGS).is_directory else []
     assert len(new) == 1, "expected the one cycle log of this run in %s, found %s" % (LOGS, new)
-    return host.file("%s/%s" % (LOGS, new[0])).content_string
+    match = re.fullmatch(r"\d{8}T\d{6}-([0-9a-f]{8})-1\.log", new[0])
+    assert match, new[0]
+    return new[0], match.group(1)
+
+
+@pytest.fixture
+def cycle(host, this_run):
+    """The kernel log of the cycle this run measured."""
+    return host.file("%s/%s" % (LOGS, this_run[0])).content_string
 
 
 @pytest.fixture
@@ -97,7 +106,11 @@ ARMED = ("python3 -c \"import glob\nn = ('fleetnap-pm-' + 'cycle ').encode()\nk 
          "    try:\n        k += n in open(p, 'rb').read()\n    except OSError:\n        pass\nprint(k)\"")
 
 
-def test_nothing_is_left_armed_or_running(host, cycle):
+def test_nothing_is_left_armed_or_running(host, this_run):
+    # This run's cycle was collected: its state is gone. (A cycle that was never collected, such as
+    # the one tests/lab/test_measure_resume.py leaves on lab3 by dropping its wake packet, keeps its
+    # files in /run until the next boot; they are not this run's.)
     state = host.file("/run/fleetnap/pm_cycle")
-    assert not state.exists or state.listdir() == [], "a cycle's state was left: %s" % state.listdir()
+    left = [name for name in (state.listdir() if state.exists else []) if name.startswith(this_run[1] + ".")]
+    assert left == [], "the state of this run's cycle %s was left: %s" % (this_run[1], left)
     assert host.check_output(ARMED).strip() == "0", "a cycle's suspend shell is still running"
