@@ -4,9 +4,9 @@ prepare.yml left lab3 with s2idle selected, pm_print_times off, no measured resu
 file (a key of the scenario's own instead), no resume metrics, and recorded that state and the
 cycle logs already there in /run/fleetnap-molecule/resume_measure.json; converge.yml measured one
 S3 cycle. Every test starts from the one cycle log this run left (the `this_run` fixture), so
-each fails when the role did not measure, and then checks one effect on the guest: the measured resume
-in the fact file, the metrics, pm_print_times on during the cycle and back off, S3 measured and
-the host's s2idle choice back, nothing left armed or running.
+each fails when the role did not measure, and then checks one effect on the guest: the measured
+resume in the fact file, the metrics, pm_print_times on during the cycle and back off, S3
+measured and the host's s2idle choice back, no state of this run's cycle and no suspend shell left.
 """
 
 from __future__ import annotations
