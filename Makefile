@@ -114,7 +114,7 @@ test: setup
 demo: setup lab-up
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml --check --diff
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
-	$(BIN)/ansible-playbook -i inventories/lab playbooks/measure_resume.yml -e measure_resume_cycles=2
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/measure_resume.yml -e resume_measure_cycles=2
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear=2
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear=3

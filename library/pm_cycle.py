@@ -18,7 +18,7 @@ description:
   - The host must come back by itself (O(wake=rtc), an RTC alarm, the module waits inside the
     suspend and analyses each cycle at the lowest CPU priority, nice 19) or be woken from outside
     (O(wake=external)).
-  - O(wake=external) is two calls, as C(playbooks/measure_resume.yml) makes them. The first
+  - O(wake=external) is two calls, as the C(resume_measure) role makes them. The first
     starts the cycle and returns at once with its RV(run_id); a detached POSIX shell (no Python,
     so its timing does not depend on the host's load) waits until this module's answer has left,
     then O(start_delay_s), then writes the sleep state. The controller sees the host go silent,
@@ -123,7 +123,7 @@ EXAMPLES = r"""
     cycles: 3
     rtc_wake_s: 5
 
-- name: Start one cycle to be woken from outside (see playbooks/measure_resume.yml)
+- name: Start one cycle to be woken from outside (see the resume_measure role)
   pm_cycle:
     wake: external
   register: fleetnap__cycle

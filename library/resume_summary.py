@@ -12,14 +12,16 @@ DOCUMENTATION = r"""
 module: resume_summary
 short_description: Summarise one host's measured suspend/resume cycles
 description:
-  - Turns the cycles of one host, as M(pm_cycle) collected them and C(measure_resume.yml) timed
-    them, into the host's summary. The summary holds medians and worst values of kernel resume,
+  - Turns the cycles of one host, as M(pm_cycle) collected them and the C(resume_measure) role
+    timed them, into the host's summary. The summary holds medians and worst values of kernel resume,
     end-to-end resume and kernel suspend, the resume split of the worst cycle and the slowest
     device callbacks over all cycles.
   - The median is the middle value, or the mean of the two middle values for an even number of
     cycles. The worst cycle is the one with the longest kernel resume (the later one of equals).
   - Each (device, phase) pair is listed once, at its worst, longest first. A device slow on both
     the suspend and the resume side is two slow callbacks.
+  - Also returns the summary as C(fleetnap_resume_*) and C(fleetnap_suspend_*) metrics in
+    seconds, ready for M(textfile_metrics).
   - Runs on the controller (C(delegate_to=localhost)) and changes nothing.
 version_added: "0.1.0"
 author:
@@ -75,6 +77,11 @@ EXAMPLES = r"""
     recommendations: "{{ timelines['results'] | map(attribute='recommendations') | list }}"
   delegate_to: localhost
   register: summary
+
+- name: Publish them for node_exporter's textfile collector
+  textfile_metrics:
+    name: resume
+    metrics: "{{ summary.metrics }}"
 
 - name: Show the medians
   ansible.builtin.debug:
@@ -139,10 +146,20 @@ summary:
       description: The O(top) slowest device callbacks, each (name, phase) once at its worst, longest first.
       type: list
       elements: dict
+metrics:
+  description:
+    - The summary as metrics for M(textfile_metrics) (its C(metrics) option), in seconds.
+      C(fleetnap_resume_kernel_seconds), C(fleetnap_resume_end_to_end_seconds) and
+      C(fleetnap_suspend_kernel_seconds) (label C(stat), median and max), C(fleetnap_resume_part_seconds)
+      (label C(part), the worst cycle's split), C(fleetnap_resume_slowest_device_seconds) (labels C(device)
+      and C(phase)) and C(fleetnap_resume_cycles_measured).
+  returned: success
+  type: list
+  elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.resumesummary import SummaryError, summarize
+from ansible.module_utils.fleetnap.resumesummary import SummaryError, resume_metrics, summarize
 from ansible.module_utils.fleetnap.validate import check_params, number, text
 
 CHECKS = {
@@ -167,7 +184,7 @@ def main():
         summary = summarize(p["cycles"], p["recommendations"], p["host"], p["top"])
     except SummaryError as e:
         module.fail_json(msg="resume_summary: %s" % e)
-    module.exit_json(changed=False, summary=summary)
+    module.exit_json(changed=False, summary=summary, metrics=resume_metrics(summary))
 
 
 if __name__ == "__main__":

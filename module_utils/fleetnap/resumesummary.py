@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: fleetnap contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One host's summary of its measured suspend/resume cycles (measure_resume.yml).
+"""One host's summary of its measured suspend/resume cycles (the resume_measure role).
 
 A cycle is what ``pm_cycle`` collect returns for it (``resume_ms``, ``suspend_ms``, the resume
 split ``cpus_ms`` / ``noirq_ms`` / ``devices_ms``, ``slowest`` device callbacks, ``mem_sleep``),
@@ -14,6 +14,9 @@ timed on the controller). ``check_cycles`` checks that shape; ``summarize`` comp
   equals) and its timeline's recommendations;
 - the ``top`` slowest device callbacks over all cycles, each (device, phase) once at its worst,
   longest first: a device slow on both sides of the cycle is two slow callbacks.
+
+``resume_metrics`` turns a summary into the ``fleetnap_resume_*`` / ``fleetnap_suspend_*``
+metrics (the ``metrics`` list of the ``textfile_metrics`` module), in seconds.
 
 Standard library only.
 """
@@ -31,7 +34,7 @@ MEM_SLEEP = ("s2idle", "shallow", "deep", "", None)
 
 
 class SummaryError(ValueError):
-    """The cycles are not what pm_cycle and measure_resume.yml produce (message names the field)."""
+    """The cycles are not what pm_cycle and the resume_measure role produce (message names the field)."""
 
 
 def median(values):
@@ -116,7 +119,7 @@ def slowest_callbacks(cycles, top=3):
 
 
 def summarize(cycles, recommendations=None, host="", top=3):
-    """The host's summary (the keys measure_resume.yml's summary.json and metrics use)."""
+    """The host's summary (the keys the resume_measure role's summary.json and metrics use)."""
     check_cycles(cycles, recommendations)
     worst_i = max(range(len(cycles)), key=lambda i: (cycles[i]["resume_ms"], i))
     worst = cycles[worst_i]
@@ -136,3 +139,37 @@ def summarize(cycles, recommendations=None, host="", top=3):
     for key in SPLIT:
         out[key] = worst[key]
     return out
+
+
+def _stats(summary, name):
+    """The median and max samples of <name>_median_ms / <name>_worst_ms, in seconds."""
+    return [{"labels": {"stat": "median"}, "value": summary[name + "_median_ms"] / 1000},
+            {"labels": {"stat": "max"}, "value": summary[name + "_worst_ms"] / 1000}]
+
+
+def resume_metrics(summary):
+    """The summary as textfile_metrics' metrics list: medians and worst values of kernel resume,
+    end-to-end resume and kernel suspend, the worst cycle's split, the slowest callbacks (ms in the
+    summary, seconds in the metrics) and the number of cycles."""
+    return [
+        {"name": "fleetnap_resume_kernel_seconds",
+         "help": "Kernel resume time (machine resume to resume complete) over the last measurement's cycles.",
+         "samples": _stats(summary, "resume_kernel")},
+        {"name": "fleetnap_resume_end_to_end_seconds",
+         "help": "Wake trigger to the host's service answering, timed on the controller.",
+         "samples": _stats(summary, "resume_end_to_end")},
+        {"name": "fleetnap_suspend_kernel_seconds",
+         "help": "Kernel suspend time (suspend start to machine suspend) over the last measurement's cycles.",
+         "samples": _stats(summary, "suspend_kernel")},
+        {"name": "fleetnap_resume_part_seconds",
+         "help": "Resume time by part (CPUs, noirq, devices) in the slowest measured cycle.",
+         "samples": [{"labels": {"part": part}, "value": summary[part + "_ms"] / 1000}
+                     for part in ("cpus", "noirq", "devices")]},
+        {"name": "fleetnap_resume_slowest_device_seconds",
+         "help": "The slowest device callbacks seen in the last measurement.",
+         "rows": summary["slowest"], "row_labels": {"device": "name", "phase": "phase"},
+         "row_value": "duration_ms", "scale": 0.001},
+        {"name": "fleetnap_resume_cycles_measured",
+         "help": "Number of suspend/resume cycles in the last measurement.",
+         "samples": [{"labels": {}, "value": summary["cycles"]}]},
+    ]

@@ -58,8 +58,8 @@ def test_two_cycles_on_every_guest(lab, restore, tmp_path):
 
 
 def _two_cycles(lab, hosts, results, tmp_path):
-    proc = playbook("measure_resume.yml", "-e", "measure_resume_cycles=2",
-                    "-e", "measure_resume_results_dir=%s" % results)
+    proc = playbook("measure_resume.yml", "-e", "resume_measure_cycles=2",
+                    "-e", "resume_measure_results_dir=%s" % results)
     assert proc.returncode == 0, why(proc)
     summary = json.loads((results / "summary.json").read_text())
     assert summary["failed"] == [] and sorted(s["host"] for s in summary["hosts"]) == hosts
@@ -163,9 +163,9 @@ def test_failing_hosts_are_reported_and_the_rest_measured(lab, restore, tmp_path
     try:
         labctl("wol-drop", lab["lab3"]["wol_mac"], "--count", "0")
         proc = playbook("measure_resume.yml", "-e", "fleetnap_targets=lab2:lab3:lab4",
-                        "-e", "measure_resume_cycles=1", "-e", "measure_resume_timeout_s=25",
-                        "-e", "measure_resume_wake_retry_s=10",
-                        "-e", "measure_resume_results_dir=%s" % results)
+                        "-e", "resume_measure_cycles=1", "-e", "resume_measure_timeout_s=25",
+                        "-e", "resume_measure_wake_retry_s=10",
+                        "-e", "resume_measure_results_dir=%s" % results)
         assert proc.returncode != 0
         out = proc.stdout
         assert "lab2 will not suspend: /sys/power/state offers freeze, not 'mem'" in out, out[-4000:]

@@ -61,8 +61,8 @@ def test_node_exporter_role_and_prometheus_see_fleetnap_metrics(lab, prometheus,
 def _check_metrics(lab, prometheus, tmp_path, hosts, first, cstates):
     # The resume measurement is on the hosts (the suite measured them before; else measure one).
     if "resume" not in json.loads(lab.ssh(first, "cat /etc/ansible/facts.d/fleetnap.fact || echo {}").stdout):
-        proc = playbook("measure_resume.yml", "-e", "fleetnap_targets=%s" % first, "-e", "measure_resume_cycles=1",
-                        "-e", "measure_resume_results_dir=%s" % (tmp_path / "resume"))
+        proc = playbook("measure_resume.yml", "-e", "fleetnap_targets=%s" % first, "-e", "resume_measure_cycles=1",
+                        "-e", "resume_measure_results_dir=%s" % (tmp_path / "resume"))
         assert proc.returncode == 0, why(proc)
     prometheus = prometheus(hosts=hosts)
     budgets = wait_for(prometheus, "fleetnap_cpuidle_budget_seconds", len(hosts))

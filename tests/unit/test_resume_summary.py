@@ -17,17 +17,18 @@ import statistics
 import pytest
 
 from conftest import REPO, run_module
-from ansible.module_utils.fleetnap.resumesummary import SummaryError, median, summarize
+from ansible.module_utils.fleetnap.prom import render
+from ansible.module_utils.fleetnap.resumesummary import SummaryError, median, resume_metrics, summarize
 
 GOLDEN = REPO / "tests" / "golden" / "lab6-measure-resume-3cycles.json"
 
 
-def summarise(tmp_path, cycles):
-    """Through the module, as measure_resume.yml calls it (ansible -m, arguments as JSON)."""
+def summarise(tmp_path, cycles, result=False):
+    """Through the module, as the resume_measure role calls it (ansible -m, arguments as JSON)."""
     recs = [c["recommendations"] for c in cycles]
     res = run_module("resume_summary", {"host": "lab6", "cycles": cycles, "recommendations": recs})
     assert not res.failed and res.get("changed") is False, res
-    return res["summary"]
+    return res if result else res["summary"]
 
 
 def test_three_slowest_callbacks_when_two_devices_fill_every_cycle(tmp_path):
@@ -139,3 +140,36 @@ def test_recommendations_must_match_the_cycles():
         summarize(cycles, [[]])
     with pytest.raises(SummaryError, match=r"recommendations\[1\]"):
         summarize(cycles, [[], "x", []])
+
+
+def test_metrics_are_the_summary_in_seconds(tmp_path):
+    """The module returns the metrics textfile_metrics writes (the role once computed them in
+    Jinja, 40 lines of ms / 1000): every figure of the summary in seconds, the slowest callbacks as
+    rows scaled by textfile_metrics, the number of cycles as it is."""
+    res = summarise(tmp_path, json.loads(GOLDEN.read_text())["cycles"], result=True)
+    s, metrics = res["summary"], res["metrics"]
+    assert metrics == resume_metrics(s)
+    by_name = {m["name"]: m for m in metrics}
+    assert list(by_name) == ["fleetnap_resume_kernel_seconds", "fleetnap_resume_end_to_end_seconds",
+                             "fleetnap_suspend_kernel_seconds", "fleetnap_resume_part_seconds",
+                             "fleetnap_resume_slowest_device_seconds", "fleetnap_resume_cycles_measured"]
+    assert all(m["help"] and m.get("type", "gauge") == "gauge" for m in metrics)
+    for name, key in (("fleetnap_resume_kernel_seconds", "resume_kernel"),
+                      ("fleetnap_resume_end_to_end_seconds", "resume_end_to_end"),
+                      ("fleetnap_suspend_kernel_seconds", "suspend_kernel")):
+        assert by_name[name]["samples"] == [{"labels": {"stat": "median"}, "value": s[key + "_median_ms"] / 1000},
+                                            {"labels": {"stat": "max"}, "value": s[key + "_worst_ms"] / 1000}]
+    assert by_name["fleetnap_resume_part_seconds"]["samples"] == [
+        {"labels": {"part": p}, "value": s[p + "_ms"] / 1000} for p in ("cpus", "noirq", "devices")]
+    slow = by_name["fleetnap_resume_slowest_device_seconds"]
+    assert (slow["rows"], slow["row_labels"], slow["row_value"], slow["scale"]) == (
+        s["slowest"], {"device": "name", "phase": "phase"}, "duration_ms", 0.001)
+    assert by_name["fleetnap_resume_cycles_measured"]["samples"] == [{"labels": {}, "value": 3}]
+
+    text = render(metrics).splitlines()
+    assert 'fleetnap_resume_kernel_seconds{stat="max"} 0.326676' in text
+    assert 'fleetnap_resume_kernel_seconds{stat="median"} 0.285338' in text
+    assert 'fleetnap_resume_slowest_device_seconds{device="0000:00:04.0",phase="resume"} 0.092717' in text
+    assert "fleetnap_resume_cycles_measured 3" in text
+    assert "# TYPE fleetnap_resume_part_seconds gauge" in text
+    assert len([line for line in text if not line.startswith("#")]) == 2 * 3 + 3 + 3 + 1
