@@ -179,6 +179,61 @@ def test_read_expected(tmp_path):
         gs.read_expected(str(bad))
 
 
+# --- the BMC check: every BMC a shift needs answered, before anything goes down ------------------
+
+def observed(bmcs):
+    """The lab fleet as gear_observe returns it: every host answering; ``bmcs``: name -> (bmc_configured,
+    chassis power read or None, bmc_error)."""
+    out = {}
+    for n, h in fleet().items():
+        configured, power, error = bmcs.get(n, (True, "on", ""))
+        out[n] = dict(h, name=n, ssh=True, bmc_configured=configured, bmc=power, bmc_error=error,
+                      bmc_endpoint="127.0.0.1:90%02d" % int(n[3:]))
+        del out[n]["state"]
+    return out
+
+
+def test_bmc_check_passes_when_every_needed_bmc_answered():
+    hosts = observed({"lab3": (True, None, "did not answer")})        # lab3 stays on in gear 1 here
+    plan = gs.plan_shift(hosts, 3, 1, [3])
+    assert plan["down_hosts"] == ["lab1", "lab2", "lab4", "lab5"]
+    assert gs.bmc_check(hosts, plan) == {"ok": True, "unanswered": [], "missing": [], "reason": "", "msg": ""}
+    # a host going down by S3 without any BMC needs none
+    hosts = observed({"lab1": (False, None, "")})
+    assert gs.bmc_check(hosts, gs.plan_shift(hosts, 3, 1, [3]))["ok"]
+
+
+def test_bmc_check_names_each_silent_bmc_and_each_missing_one():
+    hosts = observed({"lab2": (True, None, "did not answer after 3 tries"), "lab4": (False, None, ""),
+                      "lab5": (True, None, "no password for BMC 127.0.0.1")})
+    hosts["lab4"]["down_method"] = "off"                           # parked by a BMC it does not have
+    plan = gs.plan_shift(hosts, 3, 1, [3])
+    check = gs.bmc_check(hosts, plan)
+    assert not check["ok"] and check["unanswered"] == ["lab2", "lab5"] and check["missing"] == ["lab4"]
+    assert check["reason"] == ("BMC check failed before anything was powered down: lab2: did not answer after 3 tries; "
+                               "lab5: no password for BMC 127.0.0.1; lab4: no BMC configured for down method soft/off")
+    assert check["msg"] == ("gear shift stopped before powering anything down: the BMC of lab2 (127.0.0.1:9002: "
+                            "did not answer after 3 tries); lab5 (127.0.0.1:9005: no password for BMC 127.0.0.1); "
+                            "no BMC configured for lab4 (down method soft/off). Fix the BMC (address, port, "
+                            "credentials, network) or take the host out of the shift's targets (gear_shift_targets), "
+                            "then run again.")
+    only_missing = gs.bmc_check(hosts, dict(plan, down_hosts=["lab4"]))
+    assert only_missing["unanswered"] == [] and only_missing["msg"].startswith(
+        "gear shift stopped before powering anything down: no BMC configured for lab4 (down method soft/off). Fix")
+
+
+def test_bmc_check_reads_only_hosts_going_down():
+    # going up (or staying) with a dead BMC: not this check's business (the wave reports it)
+    hosts = observed({n: (True, None, "did not answer") for n in LAB})
+    plan = gs.plan_shift(hosts, 3, 3, [1, 2, 3])
+    assert plan["down_hosts"] == [] and gs.bmc_check(hosts, plan)["ok"]
+    # a plan row given without an observed chassis (no "bmc" key): nothing to judge, as before
+    hosts = fleet()
+    for h in hosts.values():
+        h["bmc_configured"] = True
+    assert gs.bmc_check(hosts, gs.plan_shift(hosts, 3, 1, [3]))["ok"]
+
+
 # --- the modules through Ansible -----------------------------------------------------------------
 
 def test_gear_shift_plan_module(module_runner, tmp_path):
@@ -189,6 +244,12 @@ def test_gear_shift_plan_module(module_runner, tmp_path):
     assert not res.failed and not res.changed, res
     assert res["up_hosts"] == ["lab2", "lab5"] and res["result"] == "ok" and "lab5" in res["table"]
     assert len(res["power_rows"]) == 24
+    assert res["bmc_check"] == {"ok": True, "unanswered": [], "missing": [], "reason": "", "msg": ""}
+    silent = observed({"lab2": (True, None, "did not answer")})
+    res = module_runner("gear_shift_plan", {"hosts": silent, "gear": 1, "date": DAY.isoformat()}, check=True)
+    assert not res.failed and "lab2" in res["down_hosts"], res
+    assert res["bmc_check"]["unanswered"] == ["lab2"] and "the BMC of lab2 (127.0.0.1:9002: did not answer)" \
+        in res["bmc_check"]["msg"]
     res = module_runner("gear_shift_plan", {"hosts": hosts, "gear": 0})
     assert res.failed and "outside [gmin 1, replicas 3]" in res["msg"]
     res = module_runner("gear_shift_plan", {"hosts": hosts, "gear": 1, "date": "21/11/2026"})
