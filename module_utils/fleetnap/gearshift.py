@@ -95,7 +95,7 @@ def _check_hosts(hosts, replicas):
             raise ShiftError("host %s: observed state %r is not one of %s" % (name, h.get("state"), ", ".join(POWER_STATES)))
         method = h.get("down_method") or "auto"
         if method not in PARK_CHOICES:
-            raise ShiftError("host %s: down method %r is not one of %s (fleetnap_down_method / gear_down_method)"
+            raise ShiftError("host %s: down method %r is not one of %s (fleetnap_down_method / gear_shift_down_method)"
                              % (name, method, ", ".join(PARK_CHOICES)))
         methods = h.get("up_methods") or []
         bad = [m for m in methods if m not in UP_METHODS] if isinstance(methods, list) else [methods]
@@ -134,11 +134,11 @@ def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
     bmc = bool(h.get("bmc_configured"))
     if parked_since is not None:
         hours = (now - parked_since) / 3600.0
-        return "off", ("in S3 for %.1f h, longer than gear_park_off_after_h %.4g h: moved on to power-off by its BMC"
+        return "off", ("in S3 for %.1f h, longer than gear_shift_park_off_after_h %.4g h: moved on to power-off by its BMC"
                        % (hours, park_off_after_s / 3600.0))
     method = h.get("down_method") or "auto"
     if method != "auto":
-        return method, "fleetnap_down_method / gear_down_method is %s" % method
+        return method, "fleetnap_down_method / gear_shift_down_method is %s" % method
     s3 = h.get("s3")
     if isinstance(s3, dict) and s3.get("ok"):
         return "suspend", ("S3 resume measured working: %s cycle(s), worst %s ms (%s)"

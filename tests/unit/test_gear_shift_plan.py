@@ -356,7 +356,7 @@ def test_gear_schedule_dry_run_install_and_replace(tmp_path):
     timer = (units / "fleetnap-gear-20300615-12.timer").read_text()
     assert "OnCalendar=2030-06-15 12:00:00 UTC" in timer and "Unit=fleetnap-gear-20300615-12.service" in timer
     service = (units / "fleetnap-gear-20300615-12.service").read_text()
-    assert "gear_shift.yml -e gear=3 -e gear_date=2030-06-15" in service and "Type=oneshot" in service
+    assert "gear_shift.yml -e gear_shift_gear=3 -e gear_shift_date=2030-06-15" in service and "Type=oneshot" in service
     verify = subprocess.run(["systemd-analyze", "verify", str(units / "fleetnap-gear-20300615-12.timer")],
                             capture_output=True, text=True, cwd=str(units))
     assert verify.returncode == 0, verify.stderr
@@ -370,7 +370,7 @@ def test_gear_schedule_cron_lines_and_bad_input(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     lines = [ln.strip().strip('",') for ln in proc.stdout.splitlines() if ln.strip().startswith('"0 ')]
     assert [ln.split()[:5] for ln in lines] == [["0", h, "15", "6", "*"] for h in ("0", "6", "12", "18")]
-    assert lines[2].endswith("-e gear_date=2030-06-15 -e gear=3") and not (tmp_path / "units").exists()
+    assert lines[2].endswith("-e gear_shift_date=2030-06-15 -e gear_shift_gear=3") and not (tmp_path / "units").exists()
     proc = _schedule(tmp_path, "-e", "gear_schedule_mode=anacron")
     assert proc.returncode != 0 and "gear_schedule_mode is systemd or cron (anacron)" in proc.stdout
     assert not (tmp_path / "units").exists()
@@ -415,9 +415,11 @@ def test_the_readme_gear_schedule_command_runs_as_written_with_the_example_week(
     assert changes and "gear 1" in changes[0] and "gear 3" in changes[0], changes
 
 
-def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path):
+@pytest.mark.parametrize("gear", ["gear_shift_gear", "gear"])
+def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path, gear):
     """gear_shift.yml with a gear outside [gmin, replicas]: the plan play fails, and the lock it
-    took in the first play is released (the next shift does not meet a dead owner's lock)."""
+    took in the first play is released (the next shift does not meet a dead owner's lock).
+    The same through the playbook's short alias -e gear=N."""
     from conftest import REPO, TARGET_PYTHON, VENV_BIN
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
@@ -429,7 +431,7 @@ def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path):
     sd = tmp_path / "gear"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks/gear_shift.yml"),
-                           "-e", "gear=9", "-e", "gear_state_dir=%s" % sd, "-e", "gear_probe_timeout_s=1",
+                           "-e", "%s=9" % gear, "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_probe_timeout_s=1",
                            "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON],
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
     closed.close()
@@ -474,7 +476,7 @@ def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
 
 # Parking is not napping: how a drained host is parked, and why (the plan shows both).
 @pytest.mark.parametrize("h, method, why", [
-    ({"down_method": "off"}, "off", "fleetnap_down_method / gear_down_method is off"),
+    ({"down_method": "off"}, "off", "fleetnap_down_method / gear_shift_down_method is off"),
     ({"s3": {"ok": True, "cycles": 3, "worst_ms": 2410, "at": "2026-11-25"}, "bmc_configured": True},
      "suspend", "S3 resume measured working: 3 cycle(s), worst 2410 ms (2026-11-25)"),
     ({"s3": {"ok": False, "at": "2026-11-25", "msg": "no resume within 60 s"}, "bmc_configured": True},
@@ -513,7 +515,7 @@ def test_second_tier_moves_a_long_parked_host_on_to_power_off():
     plan = gs.plan_shift(hosts, 3, 1, [3], expected, parked=parked, now=now, park_off_after_s=12 * 3600)
     rows = dict((r["host"], r) for r in plan["rows"])
     assert rows["lab1"]["action"] == "down" and rows["lab1"]["method"] == "off"
-    assert rows["lab1"]["why"] == ("in S3 for 13.0 h, longer than gear_park_off_after_h 12 h: "
+    assert rows["lab1"]["why"] == ("in S3 for 13.0 h, longer than gear_shift_park_off_after_h 12 h: "
                                    "moved on to power-off by its BMC")
     assert rows["lab2"]["action"] == "none"          # 1 h: stays in S3
     assert rows["lab4"]["action"] == "none"          # no BMC: cannot be powered off, stays in S3
