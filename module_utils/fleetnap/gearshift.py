@@ -287,9 +287,9 @@ def bmc_check(hosts, plan):
     out["reason"] = "BMC check failed before anything was powered down: " + "; ".join(why)
     parts = []
     if unanswered:
-        parts.append("the BMC of " + "; ".join("%s (%s: %s)" % (n, hosts[n].get("bmc_endpoint") or "?",
-                                                                 hosts[n].get("bmc_error") or "no answer")
-                                               for n in unanswered))
+        silent = ["%s (%s: %s)" % (n, hosts[n].get("bmc_endpoint") or "?", hosts[n].get("bmc_error") or "no answer")
+                  for n in unanswered]
+        parts.append("the BMC of " + "; ".join(silent))
     if missing:
         parts.append("no BMC configured for %s (down method soft/off)" % ", ".join(missing))
     out["msg"] = ("gear shift stopped before powering anything down: %s. Fix the BMC (address, port, credentials, "
