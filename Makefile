@@ -116,8 +116,8 @@ demo: setup lab-up
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/measure_resume.yml -e resume_measure_cycles=2
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
-	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear=2
-	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear=3
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear_shift_gear=2
+	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear_shift_gear=3
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/fleet_report.yml
 	@echo; echo "Report: $(CURDIR)/$(ARTIFACTS)/report.html (the fleet report: profiles, resume, gear shifts;"; \
 	echo "open in a browser)"; \

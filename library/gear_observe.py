@@ -137,7 +137,7 @@ seealso:
 EXAMPLES = r"""
 - name: Observe every host of the shift at once
   gear_observe:
-    hosts: "{{ ansible_play_hosts_all | map('extract', hostvars, '__gear_probe') | list }}"
+    hosts: "{{ ansible_play_hosts_all | map('extract', hostvars, '__gear_shift_probe') | list }}"
     probe_timeout: 3
   delegate_to: localhost
   run_once: true

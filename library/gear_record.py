@@ -116,11 +116,11 @@ seealso:
 EXAMPLES = r"""
 - name: Record the shift
   gear_record:
-    plan: "{{ gear_shift }}"
-    after: "{{ __gear_after }}"
+    plan: "{{ __gear_shift_plan }}"
+    after: "{{ __gear_shift_after }}"
     actions: "{{ gear_results }}"
-    started: "{{ __gear_started }}"
-    started_epoch: "{{ __gear_t0 }}"
+    started: "{{ __gear_shift_started }}"
+    started_epoch: "{{ __gear_shift_t0 }}"
     state_file: /var/lib/fleetnap/gear/state.json
     history_file: /var/lib/fleetnap/gear/history.jsonl
     power_file: /var/lib/fleetnap/gear/power_w.json

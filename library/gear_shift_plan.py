@@ -35,6 +35,8 @@ options:
       - Instead of C(state), C(ssh) (whether the SSH greeting came) and C(bmc) (the chassis power the
         BMC reported, or null) - silent with chassis on is C(asleep), chassis off is C(off), no BMC
         answer is C(unknown).
+      - C(bmc_error) (why the BMC did not answer) and C(bmc_endpoint) (its C(address:port)) name a
+        BMC in RV(bmc_check), as M(gear_observe) returns the first and its C(inventory) option passes the second.
     type: dict
     required: true
   replicas:
@@ -175,6 +177,17 @@ power_rows:
   returned: success
   type: list
   elements: dict
+bmc_check:
+  description:
+    - The BMCs this shift needs, checked before anything is powered down. A host going down whose BMC is
+      configured (C(bmc_configured)) must have answered (C(bmc) not null), and a host parked by its BMC
+      (method C(soft) or C(off)) must have one.
+    - C(ok), C(unanswered) and C(missing) (host names), C(reason) (for the record, empty when ok) and
+      C(msg) (why a shift stops, naming each BMC, its endpoint and the fix; empty when ok).
+  returned: success
+  type: dict
+  sample: {ok: false, unanswered: [lab3], missing: [], reason: "BMC check failed before anything was powered down: lab3: did not answer",
+           msg: "gear shift stopped before powering anything down: the BMC of lab3 (127.0.0.1:9003: did not answer). Fix ..."}
 table:
   description: RV(rows) as a fixed-width text table.
   returned: success
@@ -185,7 +198,7 @@ from datetime import date as dt_date
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import ShiftError, plan_from
+from ansible.module_utils.fleetnap.gearshift import ShiftError, bmc_check, plan_from
 from ansible.module_utils.fleetnap.validate import all_of, check_params, items, number, numbers, path, text
 
 CHECKS = {
@@ -232,6 +245,7 @@ def main():
                         park_off_after_h=p["park_off_after_h"])
     except (ShiftError, GearError) as e:
         module.fail_json(msg=str(e))
+    out["bmc_check"] = bmc_check(p["hosts"], out)
     module.exit_json(changed=False, **out)
 
 

@@ -71,10 +71,10 @@ attributes:
 EXAMPLES = r"""
 - name: Mark the batch's hosts going down (before anything is powered down)
   gear_state:
-    path: "{{ gear_state_file }}"
+    path: "{{ gear_shift_state_file }}"
     event: before_down
     hosts: "{{ ansible_play_batch }}"
-    rows: "{{ gear_shift.rows }}"
+    rows: "{{ __gear_shift_plan.rows }}"
   delegate_to: localhost
   run_once: true
 """

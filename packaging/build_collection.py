@@ -340,7 +340,7 @@ def generate_readme(meta: dict, modules: dict, roles: dict, playbooks: dict) -> 
         "Collection playbooks write their artifacts next to themselves by default",
         "(`playbook_dir | dirname ~ '/artifacts'`), i.e. inside the installed collection: point",
         "`fleetnap_artifacts_dir`, `resume_measure_results_dir` and",
-        "`gear_state_dir` at a persistent directory (see packaging/README.md in the repository).",
+        "`gear_shift_state_dir` at a persistent directory (see packaging/README.md in the repository).",
         "",
     ]
     return "\n".join(lines)

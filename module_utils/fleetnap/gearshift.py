@@ -95,7 +95,7 @@ def _check_hosts(hosts, replicas):
             raise ShiftError("host %s: observed state %r is not one of %s" % (name, h.get("state"), ", ".join(POWER_STATES)))
         method = h.get("down_method") or "auto"
         if method not in PARK_CHOICES:
-            raise ShiftError("host %s: down method %r is not one of %s (fleetnap_down_method / gear_down_method)"
+            raise ShiftError("host %s: down method %r is not one of %s (fleetnap_down_method / gear_shift_down_method)"
                              % (name, method, ", ".join(PARK_CHOICES)))
         methods = h.get("up_methods") or []
         bad = [m for m in methods if m not in UP_METHODS] if isinstance(methods, list) else [methods]
@@ -134,11 +134,11 @@ def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
     bmc = bool(h.get("bmc_configured"))
     if parked_since is not None:
         hours = (now - parked_since) / 3600.0
-        return "off", ("in S3 for %.1f h, longer than gear_park_off_after_h %.4g h: moved on to power-off by its BMC"
+        return "off", ("in S3 for %.1f h, longer than gear_shift_park_off_after_h %.4g h: moved on to power-off by its BMC"
                        % (hours, park_off_after_s / 3600.0))
     method = h.get("down_method") or "auto"
     if method != "auto":
-        return method, "fleetnap_down_method / gear_down_method is %s" % method
+        return method, "fleetnap_down_method / gear_shift_down_method is %s" % method
     s3 = h.get("s3")
     if isinstance(s3, dict) and s3.get("ok"):
         return "suspend", ("S3 resume measured working: %s cycle(s), worst %s ms (%s)"
@@ -288,6 +288,39 @@ def plan_from(hosts, replicas, gmin, gear=None, groups_on=None, day=None, state_
     return out
 
 
+def bmc_check(hosts, plan):
+    """The BMCs a shift needs, checked before anything is powered down.
+
+    ``hosts``: the observation (name -> bmc_configured, bmc: the chassis power read or None,
+    bmc_error, bmc_endpoint "address:port"); ``plan``: plan_shift's result. A host going down
+    whose BMC is configured must have answered (a BMC parks it, or takes over when it has no S3),
+    and a host parked by its BMC (method soft or off) must have one. Returns ``ok``,
+    ``unanswered`` and ``missing`` (host names, in the plan's order), ``reason`` (for the record)
+    and ``msg`` (why the shift stops, naming each BMC and the fix).
+    """
+    unanswered = [n for n in plan["down_hosts"]
+                  if hosts[n].get("bmc_configured") and "bmc" in hosts[n] and hosts[n]["bmc"] is None]
+    missing = [r["host"] for r in plan["rows"] if r["action"] == "down" and r["method"] in ("soft", "off")
+               and not hosts[r["host"]].get("bmc_configured")]
+    out = {"ok": not (unanswered or missing), "unanswered": unanswered, "missing": missing, "reason": "", "msg": ""}
+    if out["ok"]:
+        return out
+    why = ["%s: %s" % (n, hosts[n].get("bmc_error") or "no answer") for n in unanswered]
+    why += ["%s: no BMC configured for down method soft/off" % n for n in missing]
+    out["reason"] = "BMC check failed before anything was powered down: " + "; ".join(why)
+    parts = []
+    if unanswered:
+        silent = ["%s (%s: %s)" % (n, hosts[n].get("bmc_endpoint") or "?", hosts[n].get("bmc_error") or "no answer")
+                  for n in unanswered]
+        parts.append("the BMC of " + "; ".join(silent))
+    if missing:
+        parts.append("no BMC configured for %s (down method soft/off)" % ", ".join(missing))
+    out["msg"] = ("gear shift stopped before powering anything down: %s. Fix the BMC (address, port, credentials, "
+                  "network) or take the host out of the shift's targets (gear_shift_targets), then run again."
+                  % "; ".join(parts))
+    return out
+
+
 def table(rows):
     """The plan as a fixed-width text table."""
     head = ("HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD", "WHY")
@@ -412,6 +445,6 @@ def read_s3_records(resume_dir, names):
 
 
 __all__ = ["GearError", "ShiftError", "POWER_STATES", "DOWN_METHODS", "UP_METHODS", "observed_state",
-           "target_groups", "plan_shift", "park_method", "table", "read_expected", "read_parked", "read_s3_records",
-           "read_states", "carry_since",
+           "target_groups", "plan_shift", "park_method", "bmc_check", "table", "read_expected", "read_parked",
+           "read_s3_records", "read_states", "carry_since",
            "power_state_rows"]

@@ -42,8 +42,9 @@ ALL = ["lab%d" % n for n in range(1, 7)]
 
 def playbook(state_dir, gear):
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab"),
-           str(REPO / "playbooks/gear_shift.yml"), "-e", "gear=%d" % gear, "-e", "gear_state_dir=%s" % state_dir,
-           "-e", "gear_down_method=suspend", "-e", json.dumps({"gear_up_methods": ["wol", "ipmi"]})]
+           str(REPO / "playbooks/gear_shift.yml"), "-e", "gear_shift_gear=%d" % gear,
+           "-e", "gear_shift_state_dir=%s" % state_dir,
+           "-e", "gear_shift_down_method=suspend", "-e", json.dumps({"gear_shift_up_methods": ["wol", "ipmi"]})]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=900)

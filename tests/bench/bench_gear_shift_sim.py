@@ -97,8 +97,8 @@ def one_size(n: int, keep: bool) -> dict:
             raise failure("ping round failed", proc.stdout)
         gear_dir = base / "gear"
         shift = [str(VENV_BIN / "ansible-playbook"), "-i", inv, str(REPO / "playbooks" / "gear_shift.yml"),
-                 "-e", "gear_state_dir=%s" % gear_dir]
-        down_s, proc = timed(shift + ["-e", "gear=1"], ansible_env(base, "down"))
+                 "-e", "gear_shift_state_dir=%s" % gear_dir]
+        down_s, proc = timed(shift + ["-e", "gear_shift_gear=1"], ansible_env(base, "down"))
         if proc.returncode != 0:
             raise failure("3 -> 1 failed", proc.stdout)
         states = power_states(base)
@@ -108,7 +108,7 @@ def one_size(n: int, keep: bool) -> dict:
         if len(off_groups) != 2 or any(states[h] != "S3" for h in parked) \
                 or sorted(h for h in group if group[h] in off_groups) != parked:
             raise BenchError("3 -> 1 did not park exactly two gear groups in S3: %s" % states)
-        up_shift_s, proc = timed(shift + ["-e", "gear=3"], ansible_env(base, "up"))
+        up_shift_s, proc = timed(shift + ["-e", "gear_shift_gear=3"], ansible_env(base, "up"))
         if proc.returncode != 0:
             raise failure("1 -> 3 failed", proc.stdout)
         states = power_states(base)

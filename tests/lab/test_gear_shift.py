@@ -66,7 +66,7 @@ def shift(lab, state_dir, *extra, check=False, background=False, timeout=900, in
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab")]
     for inv in inventories:
         cmd += ["-i", str(inv)]
-    cmd += [str(REPO / "playbooks/gear_shift.yml"), "-e", "gear_state_dir=%s" % state_dir, *extra]
+    cmd += [str(REPO / "playbooks/gear_shift.yml"), "-e", "gear_shift_state_dir=%s" % state_dir, *extra]
     if check:
         cmd.append("--check")
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
@@ -178,8 +178,8 @@ def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path, prometheus, daemons):
         (tmp_path / ("%s.yml" % kind)).write_text(
             "- name: %s hook\n  ansible.builtin.shell: echo \"$(date +%%s.%%N) %s {{ inventory_hostname }}\" >> %s\n"
             "  delegate_to: localhost\n  changed_when: true\n" % (kind, kind, hooks))
-    hook_args = ["-e", "gear_drain_tasks=%s" % (tmp_path / "drain.yml"),
-                 "-e", "gear_undrain_tasks=%s" % (tmp_path / "undrain.yml"),
+    hook_args = ["-e", "gear_shift_drain_tasks=%s" % (tmp_path / "drain.yml"),
+                 "-e", "gear_shift_undrain_tasks=%s" % (tmp_path / "undrain.yml"),
                  "-e", "fleetnap_controller_metrics_dir=%s" % ctl]
     # The hosts that sleep run fleetnap's own sleep policy: half of them the demo's interactive
     # profile, applied by apply_profile.yml as `make demo` does (its 3000 ms resume budget is not
@@ -194,7 +194,7 @@ def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path, prometheus, daemons):
     assert proc.returncode == 0, why(proc)
     proc = sleep_policy(s3, "allow=deep")
     assert proc.returncode == 0, why(proc)
-    hook_args += ["-e", "gear_resume_dir=%s" % (tmp_path / "no-resume-records")]
+    hook_args += ["-e", "gear_shift_resume_dir=%s" % (tmp_path / "no-resume-records")]
     try:
         _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, (ctl, prom))
     finally:
@@ -216,7 +216,7 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, controlle
             assert "[s2idle] deep" in policy[name], policy[name]
 
     # Check mode: the plan is printed, nothing changes, nothing is written.
-    proc = shift(lab, sd, "-e", "gear=1", *hook_args, check=True)
+    proc = shift(lab, sd, "-e", "gear_shift_gear=1", *hook_args, check=True)
     assert proc.returncode == 0, why(proc)
     assert "Gear shift plan (check mode: nothing will change)" in proc.stdout
     for name in down:
@@ -226,7 +226,7 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, controlle
     assert not (sd / "state.json").exists() and not (sd / "shift.lock").exists() and not hooks.exists()
 
     # 3 -> 1 by S3.
-    proc = shift(lab, sd, "-e", "gear=1", *hook_args)
+    proc = shift(lab, sd, "-e", "gear_shift_gear=1", *hook_args)
     assert proc.returncode == 0, why(proc)
     assert_no_red(proc)
     st = state(sd)
@@ -254,14 +254,14 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, controlle
     assert all(power_of(lab, n) == "suspended" for n in nap)
 
     # Again: nothing to do (converged, idempotent).
-    proc = shift(lab, sd, "-e", "gear=1")
+    proc = shift(lab, sd, "-e", "gear_shift_gear=1")
     assert proc.returncode == 0 and "up 0, down 0, unchanged 6" in proc.stdout, why(proc)
     assert_no_red(proc)         # hosts asleep by plan are observed, not failed
     assert all(power_of(lab, n) == "suspended" for n in down)
 
     # 1 -> 3 by Wake-on-LAN: the relay saw a magic packet for every sleeping host and woke it.
     t0 = time.time()
-    proc = shift(lab, sd, "-e", "gear=3", *hook_args)
+    proc = shift(lab, sd, "-e", "gear_shift_gear=3", *hook_args)
     assert proc.returncode == 0, why(proc)
     assert_no_red(proc)
     st = state(sd)
@@ -314,7 +314,7 @@ def test_ipmi_off_then_on_by_each_hosts_methods_and_a_lost_packet(all_running, t
     lost, ipmi_only, by_wol = down[0], down[1], down[2:]
     methods = tmp_path / "methods.yml"
     methods.write_text("all:\n  hosts:\n    %s:\n      fleetnap_power_methods: [ipmi]\n" % ipmi_only)
-    proc = shift(lab, sd, "-e", "gear=1", "-vvv", "-e", "gear_down_method=off", inventories=[methods],
+    proc = shift(lab, sd, "-e", "gear_shift_gear=1", "-vvv", "-e", "gear_shift_down_method=off", inventories=[methods],
                  env={"FLEETNAP_BMC_PASSWORD": lab.password})
     assert proc.returncode == 0, why(proc)
     assert "<localhost> EXEC" in proc.stdout and "gear_wave" in proc.stdout   # -vvv did show the commands
@@ -327,7 +327,7 @@ def test_ipmi_off_then_on_by_each_hosts_methods_and_a_lost_packet(all_running, t
                    check=True, capture_output=True, timeout=60)
     try:
         t0 = time.time()
-        proc = shift(lab, sd, "-e", "gear=3", "-e", "gear_wol_timeout_s=45", inventories=[methods],
+        proc = shift(lab, sd, "-e", "gear_shift_gear=3", "-e", "gear_shift_wol_timeout_s=45", inventories=[methods],
                      env={"FLEETNAP_BMC_PASSWORD": lab.password})
     finally:
         subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "wol-drop", "--clear"],
@@ -358,7 +358,7 @@ def test_unreachable_bmc_stops_before_anything_goes_down(all_running, tmp_path):
     victim = hosts_in(lab, off1)[0]
     extra = tmp_path / "broken_bmc.yml"
     extra.write_text("all:\n  hosts:\n    %s:\n      fleetnap_bmc_port: 9699\n" % victim)   # nothing listens there
-    proc = shift(lab, sd, "-e", "gear=1", inventories=[extra])
+    proc = shift(lab, sd, "-e", "gear_shift_gear=1", inventories=[extra])
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "gear shift stopped before powering anything down: the BMC of %s (127.0.0.1:9699" % victim in out
@@ -374,7 +374,7 @@ def test_dead_host_in_active_group_refuses_and_wakes_peers(all_running, tmp_path
     sd = tmp_path / "gear"
     on2, off2 = today_groups(2)
     on1, _off1 = today_groups(1)
-    proc = shift(lab, sd, "-e", "gear=2")
+    proc = shift(lab, sd, "-e", "gear_shift_gear=2")
     assert proc.returncode == 0, why(proc)
     sleeping = hosts_in(lab, off2)
     assert all(power_of(lab, n) == "suspended" for n in sleeping)
@@ -382,7 +382,7 @@ def test_dead_host_in_active_group_refuses_and_wakes_peers(all_running, tmp_path
     subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "kill", victim], check=True,
                    capture_output=True, timeout=60)
     lab.wait_for("%s's BMC to report off" % victim, lambda: lab.power(victim) == "off", 60)
-    proc = shift(lab, sd, "-e", "gear=1")
+    proc = shift(lab, sd, "-e", "gear_shift_gear=1")
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert "gear shift refused" in out and victim in out and "not going lower" in out
@@ -398,11 +398,11 @@ def test_dead_host_in_active_group_refuses_and_wakes_peers(all_running, tmp_path
 def test_two_concurrent_shifts_one_refused_by_the_lock(all_running, tmp_path):
     lab = all_running
     sd = tmp_path / "gear"
-    first = shift(lab, sd, "-e", "gear=2", background=True)
+    first = shift(lab, sd, "-e", "gear_shift_gear=2", background=True)
     try:
         lab.wait_for("the first shift's lock", lambda: (sd / "shift.lock").exists(), 60, 0.1)
         owner = json.loads((sd / "shift.lock").read_text())
-        second = shift(lab, sd, "-e", "gear=1")
+        second = shift(lab, sd, "-e", "gear_shift_gear=1")
         assert second.returncode != 0
         assert "another shift holds the lock" in second.stdout and "PID %d" % owner["pid"] in second.stdout
         assert json.loads((sd / "shift.lock").read_text()) == owner   # untouched
@@ -413,7 +413,7 @@ def test_two_concurrent_shifts_one_refused_by_the_lock(all_running, tmp_path):
             first.wait(60)
     assert first.returncode == 0, out[-3000:]
     assert state(sd)["gear"] == 2 and not (sd / "shift.lock").exists()
-    proc = shift(lab, sd, "-e", "gear=3")
+    proc = shift(lab, sd, "-e", "gear_shift_gear=3")
     assert proc.returncode == 0 and state(sd)["gear"] == 3, why(proc)
 
 
@@ -427,7 +427,7 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     sd = tmp_path / "gear"
     _on1, off1 = today_groups(1)
     down = hosts_in(lab, off1)
-    first = shift(lab, sd, "-e", "gear=1", "-e", "gear_batch_size=1", background=True)
+    first = shift(lab, sd, "-e", "gear_shift_gear=1", "-e", "gear_shift_batch_size=1", background=True)
     try:
         # Down is what QEMU says (suspended), not an SSH banner late by a second: under load a
         # running TCG guest can miss that, and the host counted as gone was then up.
@@ -446,7 +446,7 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     assert "in_progress" in st
     for name in gone:
         assert st["hosts"][name]["state"] == "asleep", st
-    proc = shift(lab, sd, "-e", "gear=3")
+    proc = shift(lab, sd, "-e", "gear_shift_gear=3")
     assert proc.returncode == 0, why(proc)
     assert "no longer running" in proc.stdout + proc.stderr   # the stale lock was taken over
     assert_no_red(proc)
@@ -460,7 +460,7 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
 
 def test_host_that_cannot_suspend_fails_at_once_and_the_shift_stops(all_running, tmp_path):
     """suspend.target masked on one guest: the precheck in gear_member's suspend command refuses at
-    once (not after gear_down_timeout_s = 120 s of waiting for silence), the guest stays up, and the
+    once (not after gear_shift_down_timeout_s = 120 s of waiting for silence), the guest stays up, and the
     shift powers nothing down after it (one host per batch: the hosts before it in the plan sleep)."""
     lab = all_running
     sd = tmp_path / "gear"
@@ -474,7 +474,7 @@ def test_host_that_cannot_suspend_fails_at_once_and_the_shift_stops(all_running,
     try:
         lab.ssh(victim, "ln -s /dev/null %s && systemctl daemon-reload" % unit)
         assert lab.ssh(victim, "systemctl is-enabled suspend.target || true").stdout.strip() == "masked"
-        proc = shift(lab, sd, "-e", "gear=1", "-e", "gear_batch_size=1")
+        proc = shift(lab, sd, "-e", "gear_shift_gear=1", "-e", "gear_shift_batch_size=1")
         assert proc.returncode != 0, proc.stdout[-4000:]
         out = proc.stdout + proc.stderr
         reason = "cannot suspend: suspend.target is masked (%s -> /dev/null)" % unit

@@ -392,7 +392,7 @@ def test_password_never_in_argv(run, sim):
 
 
 def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path):
-    """playbooks/tasks/gear_observe.yml with no fleetnap_bmc_password in the inventory: bmc_power
+    """The gear_shift role's observe phase with no fleetnap_bmc_password in the inventory: bmc_power
     falls back to FLEETNAP_BMC_PASSWORD on the controller (the README's advice), and the
     password appears nowhere in the output."""
     from conftest import REPO, VENV_BIN
@@ -404,10 +404,12 @@ def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path
         % (free_port(socket.SOCK_STREAM), sim.port, USER))
     play = tmp_path / "observe.yml"
     play.write_text(
-        "- hosts: all\n  gather_facts: false\n  vars: {gear_probe_timeout_s: 1, gear_bmc_throttle: 1}\n  tasks:\n"
-        "    - ansible.builtin.include_tasks: %s\n"
+        "- hosts: all\n  gather_facts: false\n"
+        "  vars: {gear_shift_probe_timeout_s: 1, gear_shift_bmc_read_concurrency: 1, gear_shift_state_dir: %s}\n"
+        "  tasks:\n"
+        "    - ansible.builtin.import_role: {name: gear_shift, tasks_from: observe}\n"
         "    - ansible.builtin.debug: {msg: 'observed=%s'}\n"
-        % (REPO / "playbooks/tasks/gear_observe.yml", "{{ hostvars.localhost.__gear_observation[inventory_hostname] | to_json }}"))
+        % (tmp_path / "gear", "{{ hostvars.localhost.__gear_shift_observation[inventory_hostname] | to_json }}"))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                FLEETNAP_BMC_PASSWORD=PASSWORD, IPMI_PASSWORD="")
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)],

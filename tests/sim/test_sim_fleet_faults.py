@@ -41,7 +41,7 @@ def gear(tmp_path_factory) -> Path:
 
 
 def shift(fsim: Sim, gear: Path, *extra: str):
-    proc = fsim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra, timeout=900)
+    proc = fsim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, *extra, timeout=900)
     st = json.loads((gear / "state.json").read_text())
     # what failed first, then the end, for the assertion messages
     proc.why = "\n".join([ln for ln in proc.stdout.splitlines() if "fatal:" in ln or "ERROR" in ln][:10]
@@ -71,7 +71,7 @@ def test_two_unreachable_bmcs_stop_the_shift_before_anything_goes_down(fsim, gea
     for n in dead:
         fsim.cli("fault", n, "bmc-down")
     try:
-        proc, st = shift(fsim, gear, "-e", "gear=1")
+        proc, st = shift(fsim, gear, "-e", "gear_shift_gear=1")
     finally:
         for n in dead:
             fsim.cli("fault", n, "bmc-up")
@@ -94,7 +94,7 @@ def test_a_silent_host_of_an_active_group_refuses_going_lower(fsim, gear):
         while power(fsim, silent) != "hung" and time.monotonic() < deadline:
             time.sleep(0.1)
         before = {n: len(fsim.power_log(n)) for n in fsim.hosts()}
-        proc, st = shift(fsim, gear, "-e", "gear=1")
+        proc, st = shift(fsim, gear, "-e", "gear_shift_gear=1")
         assert proc.returncode != 0 and st["result"] == "refused", st
         assert silent in st["reason"] and "not going lower" in st["reason"], st["reason"]
         assert [a for a in st.get("actions", []) if a.get("action") == "down"] == []
@@ -117,7 +117,7 @@ def test_a_silent_host_of_an_active_group_refuses_going_lower(fsim, gear):
 def test_lost_magic_packets_are_taken_over_by_the_bmc_and_no_host_is_lost(fsim, gear):
     assert all_answer(fsim) == []
     on1, off1 = groups_for(1, 3, datetime.date.today())
-    proc, st = shift(fsim, gear, "-e", "gear=1")
+    proc, st = shift(fsim, gear, "-e", "gear_shift_gear=1")
     assert proc.returncode == 0, proc.why
     parked = in_groups(fsim, off1)
     assert len(parked) >= 60 and st["result"] == "ok"
@@ -127,7 +127,7 @@ def test_lost_magic_packets_are_taken_over_by_the_bmc_and_no_host_is_lost(fsim, 
     lost = parked[::len(parked) // 5][:5]
     for n in lost:
         fsim.cli("fault", n, "drop-wol", "3")
-    proc, st = shift(fsim, gear, "-e", "gear=3", "-e", "gear_wol_timeout_s=6")
+    proc, st = shift(fsim, gear, "-e", "gear_shift_gear=3", "-e", "gear_shift_wol_timeout_s=6")
     assert proc.returncode == 0, proc.why
     assert st["result"] == "ok" and st["gear"] == 3
     acts = {a["host"]: a for a in st["actions"]}

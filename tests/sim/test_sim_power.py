@@ -74,7 +74,7 @@ def magic_packet(psim: Sim, host: str) -> dict:
 
 def shift_to(psim: Sim, gear, *extra: str) -> dict:
     """gear_shift.yml as an operator runs it (its state in GEAR); it must succeed; its state.json."""
-    proc = psim.playbook("gear_shift.yml", "-e", "gear_state_dir=%s" % gear, *extra)
+    proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, *extra)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return json.loads((gear / "state.json").read_text())
 
@@ -247,14 +247,14 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
     shift = functools.partial(shift_to, psim, gear)
 
     before = {n: len(psim.power_log(n)) for n in hosts}
-    shift("-e", "gear=1")
+    shift("-e", "gear_shift_gear=1")
     parked = [n for n in hosts if last(psim, n)["state"] != "on"]
     assert len(parked) == 4 and len({hosts[n]["gear_group"] for n in parked}) == 2, parked
     for n in parked:
         assert last(psim, n)["state"] == "S3" and not answers(hosts[n]["ip"], 0.5)
     for n in set(hosts) - set(parked):
         assert len(psim.power_log(n)) == before[n]                       # untouched
-    shift("-e", "gear=3")
+    shift("-e", "gear_shift_gear=3")
     for n in parked:
         woke = last(psim, n)
         assert woke["state"] == "on" and woke["why"] == "magic packet", (n, woke)
@@ -262,11 +262,11 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
         # parking put mem_sleep back as it was and left nothing in /run
         assert ssh(psim, n, "cat /sys/power/mem_sleep; ls /run/fleetnap 2>&1").stdout.startswith("s2idle [deep]\n")
     # by the BMC: power off, then on by IPMI alone
-    shift("-e", "gear=2", "-e", "gear_down_method=off")
+    shift("-e", "gear_shift_gear=2", "-e", "gear_shift_down_method=off")
     off = [n for n in hosts if last(psim, n)["state"] == "off"]
     assert len(off) == 2 and all(last(psim, n)["why"] == "BMC power off" for n in off), off
     assert all(chassis(psim, n) == "off" for n in off)
-    shift("-e", "gear=3", "-e", '{"gear_up_methods": ["ipmi"]}')
+    shift("-e", "gear_shift_gear=3", "-e", '{"gear_shift_up_methods": ["ipmi"]}')
     for n in off:
         assert last(psim, n)["state"] == "on" and last(psim, n)["why"] == "booted" and answers(hosts[n]["ip"])
     assert all(r["power"] == "on" and r["ssh"] for r in psim.status().values())
@@ -282,10 +282,10 @@ def test_soft_off_parking_and_wake_on_lan_from_soft_off_slower_than_the_wol_wait
     hosts = psim.hosts()
     shift = functools.partial(shift_to, psim, gear)
 
-    shift("-e", "gear=2", "-e", "gear_down_method=soft")
+    shift("-e", "gear_shift_gear=2", "-e", "gear_shift_down_method=soft")
     off = [n for n in hosts if last(psim, n)["state"] == "off"]
     assert len(off) == 2 and all(last(psim, n)["why"].startswith("BMC soft off") for n in off), off
-    st = shift("-e", "gear=3", "-e", "gear_wol_timeout_s=1")
+    st = shift("-e", "gear_shift_gear=3", "-e", "gear_shift_wol_timeout_s=1")
     acts = {a["host"]: a for a in st["actions"]}
     assert set(acts) == set(off), st["actions"]
     for n in off:

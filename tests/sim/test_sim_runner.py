@@ -57,7 +57,8 @@ def test_apply_profile_under_ansible_runner(rsim, tmp_path):
 
 def test_gear_shift_down_and_up_under_ansible_runner(rsim, tmp_path):
     gear = tmp_path / "gear"
-    r, events = run(rsim, tmp_path, "gear_shift.yml", "down", gear=1, gear_state_dir=str(gear))
+    # The job template's extra var `gear` (gear_shift.yml's short alias of gear_shift_gear), as an integer.
+    r, events = run(rsim, tmp_path, "gear_shift.yml", "down", gear=1, gear_shift_state_dir=str(gear))
     assert (r.status, r.rc) == ("successful", 0), r.stdout.read()[-3000:]
     st = json.loads((gear / "state.json").read_text())
     assert st["result"] == "ok" and st["gear"] == 1
@@ -66,7 +67,7 @@ def test_gear_shift_down_and_up_under_ansible_runner(rsim, tmp_path):
     # the one controller-side call per wave shows in the events as one task on localhost
     waves = [e for e in events if e["event"] == "runner_on_ok" and e["event_data"].get("task", "").startswith("Park the batch")]
     assert len(waves) == 1
-    r, events = run(rsim, tmp_path, "gear_shift.yml", "up", gear=3, gear_state_dir=str(gear))
+    r, events = run(rsim, tmp_path, "gear_shift.yml", "up", gear=3, gear_shift_state_dir=str(gear))
     assert (r.status, r.rc) == ("successful", 0), r.stdout.read()[-3000:]
     st = json.loads((gear / "state.json").read_text())
     assert st["result"] == "ok" and st["gear"] == 3

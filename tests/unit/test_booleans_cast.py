@@ -83,8 +83,9 @@ def bare_reads(name: str, expression: str) -> bool:
 def test_the_booleans_are_found():
     roles, books = role_booleans(), playbook_booleans()
     assert {"latency_profile_pm_qos", "latency_profile_manage_sleep", "ptp_clock_install_packages",
-            "ptp_clock_set_kernel_tai", "gear_member_power_ok", "node_exporter_residency_collector"} <= set(roles)
-    assert {"gear_schedule_dry_run", "gear_power_ok"} <= set(books)
+            "ptp_clock_set_kernel_tai", "gear_member_power_ok", "node_exporter_residency_collector",
+            "gear_shift_power_ok", "gear_shift_ipmi_cycle_parked", "gear_shift_soft_fallback_hard"} <= set(roles)
+    assert {"gear_schedule_dry_run", "gear_shift_power_ok"} <= set(books)
 
 
 def test_every_boolean_is_cast_where_it_is_read():

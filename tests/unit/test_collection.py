@@ -203,10 +203,17 @@ def test_ansible_doc_shows_every_roles_arguments(built):
         proc = _run([VENV_BIN / "ansible-doc", "-t", "role", "--json", "%s.%s" % (FQ, role)], built["env"],
                     built["base"])
         assert proc.returncode == 0, proc.stderr
-        doc = json.loads(proc.stdout)["%s.%s" % (FQ, role)]["entry_points"]["main"]
+        entry_points = json.loads(proc.stdout)["%s.%s" % (FQ, role)]["entry_points"]
+        doc = entry_points["main"]
         assert doc["short_description"], role
         assert set(doc["options"]) == set(options), role
         assert all(o.get("description") for o in doc["options"].values()), role
+        # A role used through several task files (gear_shift's phases) has an entry point for each.
+        assert set(entry_points) == set(spec["argument_specs"]), role
+        for name, entry in spec["argument_specs"].items():
+            shown = entry_points[name]
+            assert shown["short_description"] and set(shown["options"]) == set(entry["options"]), (role, name)
+            assert all(o.get("description") for o in shown["options"].values()), (role, name)
 
 
 def test_every_collection_playbook_parses(built):

@@ -179,6 +179,61 @@ def test_read_expected(tmp_path):
         gs.read_expected(str(bad))
 
 
+# --- the BMC check: every BMC a shift needs answered, before anything goes down ------------------
+
+def observed(bmcs):
+    """The lab fleet as gear_observe returns it: every host answering; ``bmcs``: name -> (bmc_configured,
+    chassis power read or None, bmc_error)."""
+    out = {}
+    for n, h in fleet().items():
+        configured, power, error = bmcs.get(n, (True, "on", ""))
+        out[n] = dict(h, name=n, ssh=True, bmc_configured=configured, bmc=power, bmc_error=error,
+                      bmc_endpoint="127.0.0.1:90%02d" % int(n[3:]))
+        del out[n]["state"]
+    return out
+
+
+def test_bmc_check_passes_when_every_needed_bmc_answered():
+    hosts = observed({"lab3": (True, None, "did not answer")})        # lab3 stays on in gear 1 here
+    plan = gs.plan_shift(hosts, 3, 1, [3])
+    assert plan["down_hosts"] == ["lab1", "lab2", "lab4", "lab5"]
+    assert gs.bmc_check(hosts, plan) == {"ok": True, "unanswered": [], "missing": [], "reason": "", "msg": ""}
+    # a host going down by S3 without any BMC needs none
+    hosts = observed({"lab1": (False, None, "")})
+    assert gs.bmc_check(hosts, gs.plan_shift(hosts, 3, 1, [3]))["ok"]
+
+
+def test_bmc_check_names_each_silent_bmc_and_each_missing_one():
+    hosts = observed({"lab2": (True, None, "did not answer after 3 tries"), "lab4": (False, None, ""),
+                      "lab5": (True, None, "no password for BMC 127.0.0.1")})
+    hosts["lab4"]["down_method"] = "off"                           # parked by a BMC it does not have
+    plan = gs.plan_shift(hosts, 3, 1, [3])
+    check = gs.bmc_check(hosts, plan)
+    assert not check["ok"] and check["unanswered"] == ["lab2", "lab5"] and check["missing"] == ["lab4"]
+    assert check["reason"] == ("BMC check failed before anything was powered down: lab2: did not answer after 3 tries; "
+                               "lab5: no password for BMC 127.0.0.1; lab4: no BMC configured for down method soft/off")
+    assert check["msg"] == ("gear shift stopped before powering anything down: the BMC of lab2 (127.0.0.1:9002: "
+                            "did not answer after 3 tries); lab5 (127.0.0.1:9005: no password for BMC 127.0.0.1); "
+                            "no BMC configured for lab4 (down method soft/off). Fix the BMC (address, port, "
+                            "credentials, network) or take the host out of the shift's targets (gear_shift_targets), "
+                            "then run again.")
+    only_missing = gs.bmc_check(hosts, dict(plan, down_hosts=["lab4"]))
+    assert only_missing["unanswered"] == [] and only_missing["msg"].startswith(
+        "gear shift stopped before powering anything down: no BMC configured for lab4 (down method soft/off). Fix")
+
+
+def test_bmc_check_reads_only_hosts_going_down():
+    # going up (or staying) with a dead BMC: not this check's business (the wave reports it)
+    hosts = observed({n: (True, None, "did not answer") for n in LAB})
+    plan = gs.plan_shift(hosts, 3, 3, [1, 2, 3])
+    assert plan["down_hosts"] == [] and gs.bmc_check(hosts, plan)["ok"]
+    # a plan row given without an observed chassis (no "bmc" key): nothing to judge, as before
+    hosts = fleet()
+    for h in hosts.values():
+        h["bmc_configured"] = True
+    assert gs.bmc_check(hosts, gs.plan_shift(hosts, 3, 1, [3]))["ok"]
+
+
 # --- the modules through Ansible -----------------------------------------------------------------
 
 def test_gear_shift_plan_module(module_runner, tmp_path):
@@ -189,6 +244,12 @@ def test_gear_shift_plan_module(module_runner, tmp_path):
     assert not res.failed and not res.changed, res
     assert res["up_hosts"] == ["lab2", "lab5"] and res["result"] == "ok" and "lab5" in res["table"]
     assert len(res["power_rows"]) == 24
+    assert res["bmc_check"] == {"ok": True, "unanswered": [], "missing": [], "reason": "", "msg": ""}
+    silent = observed({"lab2": (True, None, "did not answer")})
+    res = module_runner("gear_shift_plan", {"hosts": silent, "gear": 1, "date": DAY.isoformat()}, check=True)
+    assert not res.failed and "lab2" in res["down_hosts"], res
+    assert res["bmc_check"]["unanswered"] == ["lab2"] and "the BMC of lab2 (127.0.0.1:9002: did not answer)" \
+        in res["bmc_check"]["msg"]
     res = module_runner("gear_shift_plan", {"hosts": hosts, "gear": 0})
     assert res.failed and "outside [gmin 1, replicas 3]" in res["msg"]
     res = module_runner("gear_shift_plan", {"hosts": hosts, "gear": 1, "date": "21/11/2026"})
@@ -295,7 +356,7 @@ def test_gear_schedule_dry_run_install_and_replace(tmp_path):
     timer = (units / "fleetnap-gear-20300615-12.timer").read_text()
     assert "OnCalendar=2030-06-15 12:00:00 UTC" in timer and "Unit=fleetnap-gear-20300615-12.service" in timer
     service = (units / "fleetnap-gear-20300615-12.service").read_text()
-    assert "gear_shift.yml -e gear=3 -e gear_date=2030-06-15" in service and "Type=oneshot" in service
+    assert "gear_shift.yml -e gear_shift_gear=3 -e gear_shift_date=2030-06-15" in service and "Type=oneshot" in service
     verify = subprocess.run(["systemd-analyze", "verify", str(units / "fleetnap-gear-20300615-12.timer")],
                             capture_output=True, text=True, cwd=str(units))
     assert verify.returncode == 0, verify.stderr
@@ -309,7 +370,7 @@ def test_gear_schedule_cron_lines_and_bad_input(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:]
     lines = [ln.strip().strip('",') for ln in proc.stdout.splitlines() if ln.strip().startswith('"0 ')]
     assert [ln.split()[:5] for ln in lines] == [["0", h, "15", "6", "*"] for h in ("0", "6", "12", "18")]
-    assert lines[2].endswith("-e gear_date=2030-06-15 -e gear=3") and not (tmp_path / "units").exists()
+    assert lines[2].endswith("-e gear_shift_date=2030-06-15 -e gear_shift_gear=3") and not (tmp_path / "units").exists()
     proc = _schedule(tmp_path, "-e", "gear_schedule_mode=anacron")
     assert proc.returncode != 0 and "gear_schedule_mode is systemd or cron (anacron)" in proc.stdout
     assert not (tmp_path / "units").exists()
@@ -355,9 +416,11 @@ def test_the_documented_gear_schedule_command_runs_as_written_with_the_example_w
     assert changes and "gear 1" in changes[0] and "gear 3" in changes[0], changes
 
 
-def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path):
+@pytest.mark.parametrize("gear", ["gear_shift_gear", "gear"])
+def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path, gear):
     """gear_shift.yml with a gear outside [gmin, replicas]: the plan play fails, and the lock it
-    took in the first play is released (the next shift does not meet a dead owner's lock)."""
+    took in the first play is released (the next shift does not meet a dead owner's lock).
+    The same through the playbook's short alias -e gear=N."""
     from conftest import REPO, TARGET_PYTHON, VENV_BIN
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
@@ -369,7 +432,7 @@ def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path):
     sd = tmp_path / "gear"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks/gear_shift.yml"),
-                           "-e", "gear=9", "-e", "gear_state_dir=%s" % sd, "-e", "gear_probe_timeout_s=1",
+                           "-e", "%s=9" % gear, "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_probe_timeout_s=1",
                            "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON],
                           capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
     closed.close()
@@ -414,7 +477,7 @@ def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
 
 # Parking is not napping: how a drained host is parked, and why (the plan shows both).
 @pytest.mark.parametrize("h, method, why", [
-    ({"down_method": "off"}, "off", "fleetnap_down_method / gear_down_method is off"),
+    ({"down_method": "off"}, "off", "fleetnap_down_method / gear_shift_down_method is off"),
     ({"s3": {"ok": True, "cycles": 3, "worst_ms": 2410, "at": "2026-11-25"}, "bmc_configured": True},
      "suspend", "S3 resume measured working: 3 cycle(s), worst 2410 ms (2026-11-25)"),
     ({"s3": {"ok": False, "at": "2026-11-25", "msg": "no resume within 60 s"}, "bmc_configured": True},
@@ -453,7 +516,7 @@ def test_second_tier_moves_a_long_parked_host_on_to_power_off():
     plan = gs.plan_shift(hosts, 3, 1, [3], expected, parked=parked, now=now, park_off_after_s=12 * 3600)
     rows = dict((r["host"], r) for r in plan["rows"])
     assert rows["lab1"]["action"] == "down" and rows["lab1"]["method"] == "off"
-    assert rows["lab1"]["why"] == ("in S3 for 13.0 h, longer than gear_park_off_after_h 12 h: "
+    assert rows["lab1"]["why"] == ("in S3 for 13.0 h, longer than gear_shift_park_off_after_h 12 h: "
                                    "moved on to power-off by its BMC")
     assert rows["lab2"]["action"] == "none"          # 1 h: stays in S3
     assert rows["lab4"]["action"] == "none"          # no BMC: cannot be powered off, stays in S3

@@ -1,0 +1,166 @@
+"""The gear_shift role's contract, without a fleet: every phase's argument spec entry point refuses a
+wrong input before the phase does anything; the thin playbook checks every input of the shift in
+its first play, before the lock is taken or any host is looked at; gear_shift_power_ok false shows
+the plan and does nothing; the role without a phase only says how it is used.
+
+The hosts here answer nothing (a bound, never listening port): the observation sees them silent,
+which is all a plan needs. The shifts on hosts with power are in tests/sim and tests/lab.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, TARGET_PYTHON, VENV_BIN
+
+SPEC = yaml.safe_load((REPO / "roles/gear_shift/meta/argument_specs.yml").read_text())["argument_specs"]
+PHASES = ["lock", "observe", "plan", "wake", "down", "observe_again", "record"]
+
+
+def run(args, tmp_path, timeout=300):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), *map(str, args),
+                           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON],
+                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+
+
+@pytest.fixture
+def silent_fleet(tmp_path):
+    """Three hosts, one per gear group, whose SSH port answers nothing."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {
+        "h%d" % i: {"ansible_host": "127.0.0.1", "ansible_port": port, "fleetnap_gear_group": i,
+                    "fleetnap_rack": "r%d" % i} for i in (1, 2, 3)}}}))
+    yield inv
+    closed.close()
+
+
+def test_every_phase_has_an_entry_point_and_the_lock_checks_them_all():
+    assert set(SPEC) == {"main", *PHASES}
+    assert all((REPO / "roles/gear_shift/tasks" / ("%s.yml" % p)).is_file() for p in PHASES)
+    every = set(SPEC["main"]["options"])
+    assert set(SPEC["lock"]["options"]) == every
+    read = set()
+    for phase in PHASES:
+        opts = SPEC[phase]["options"]
+        assert opts and set(opts) <= every, phase
+        assert all(o.get("description") and o.get("type") for o in opts.values()), phase
+        read |= set(opts)
+    defaults = yaml.safe_load((REPO / "roles/gear_shift/defaults/main.yml").read_text())
+    assert set(defaults) == every          # the contract and the defaults name the same inputs
+    assert read == every                   # every input is read by some phase
+
+
+def phase_play(tmp_path, phase, bad):
+    play = tmp_path / ("%s.yml" % phase)
+    play.write_text(yaml.safe_dump([{
+        "name": "call %s" % phase, "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "vars": dict(bad, gear_shift_state_dir=str(tmp_path / "gear")),
+        "tasks": [{"name": "the phase", "ansible.builtin.import_role": {"name": "gear_shift", "tasks_from": phase}}],
+    }]))
+    return play
+
+
+# One input each phase reads, given a wrong type or a value outside its choices.
+BAD = {
+    "lock": ({"gear_shift_gear": "two"}, "argument 'gear_shift_gear' is of type str and we were unable to convert to int"),
+    "observe": ({"gear_shift_probe_timeout_s": "soon"},
+                "argument 'gear_shift_probe_timeout_s' is of type str and we were unable to convert to float"),
+    "plan": ({"gear_shift_replicas": "three"},
+             "argument 'gear_shift_replicas' is of type str and we were unable to convert to int"),
+    "wake": ({"gear_shift_ipmi_cycle_parked": "sometimes"},
+             "argument 'gear_shift_ipmi_cycle_parked' is of type str and we were unable to convert to bool"),
+    "down": ({"gear_shift_suspend_mode": "s3"}, "value of gear_shift_suspend_mode must be one of: deep, any, got: s3"),
+    "observe_again": ({"gear_shift_bmc_read_concurrency": [4]},
+                      "argument 'gear_shift_bmc_read_concurrency' is of type list and we were unable to convert to int"),
+    "record": ({"gear_shift_gmin": "one"}, "argument 'gear_shift_gmin' is of type str and we were unable to convert to int"),
+}
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_play_calling_a_phase_with_a_wrong_input_fails_at_its_argument_spec(tmp_path, phase):
+    bad, message = BAD[phase]
+    assert set(bad) <= set(SPEC[phase]["options"])
+    proc = run(["-i", "localhost,", phase_play(tmp_path, phase, bad)], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "Validating arguments against arg spec '%s'" % phase in out, out[-3000:]
+    assert "Validation of arguments failed" in out and message in out, out[-3000:]
+    # Nothing of the phase ran: the validation was the only task, and nothing was written.
+    tasks = [line for line in out.splitlines() if line.startswith("TASK [")]
+    assert len(tasks) == 1 and "Validating arguments" in tasks[0], tasks
+    assert not (tmp_path / "gear").exists()
+
+
+def test_the_playbook_checks_every_input_before_the_lock_and_before_any_host(tmp_path, silent_fleet):
+    """A wrong type of an input only the down phase reads stops the shift in its first play."""
+    sd = tmp_path / "gear"
+    proc = run(["-i", silent_fleet, REPO / "playbooks/gear_shift.yml", "-e", "gear_shift_gear=1",
+                "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_down_timeout_s=soon",
+                "-e", "gear_shift_down_method=sleep"], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "Validating arguments against arg spec 'lock'" in out
+    assert "argument 'gear_shift_down_timeout_s' is of type str and we were unable to convert to float" in out
+    assert "value of gear_shift_down_method must be one of: auto, suspend, soft, off, got: sleep" in out
+    assert "Gear shift - observe every host" not in out and "Take the gear-shift lock" not in out
+    assert not sd.exists()
+
+
+def test_without_power_ok_the_plan_is_shown_and_nothing_is_done(tmp_path, silent_fleet):
+    """Two hosts the state file has parked would be woken for gear 3: the plan says so, the lock is
+    released, the state file is untouched and no wave ran."""
+    sd = tmp_path / "gear"
+    sd.mkdir()
+    state = {"hosts": {"h2": {"state": "asleep", "since": "2026-11-25T01:00:00Z"},
+                       "h3": {"state": "off", "since": "2026-11-25T01:00:00Z"}, "h1": {"state": "on"}}}
+    (sd / "state.json").write_text(json.dumps(state))
+    proc = run(["-i", silent_fleet, REPO / "playbooks/gear_shift.yml", "-e", "gear=3",
+                "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_probe_timeout_s=1",
+                "-e", "gear_shift_power_ok=false"], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "Gear shift plan (gear_shift_power_ok is false: nothing will change)" in out
+    assert "up 2, down 0" in out
+    assert "gear_shift_power_ok is false: nothing was powered down or up (2 to wake, 0 to put down)" in out
+    assert "Wake the batch at once" not in out and "Record the shift" not in out
+    assert json.loads((sd / "state.json").read_text()) == state
+    assert not (sd / "shift.lock").exists() and not (sd / "history.jsonl").exists()
+
+
+def test_the_role_without_a_phase_says_how_it_is_used(tmp_path):
+    play = tmp_path / "main.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                                     "roles": [{"role": "gear_shift", "gear_shift_gear": 1}]}]))
+    proc = run(["-i", "localhost,", play], tmp_path)
+    assert proc.returncode != 0
+    assert "gear_shift is used through its phases" in proc.stdout and "Nothing was done" in proc.stdout
+
+
+def test_the_thin_playbook_is_plays_calling_the_phases_in_order():
+    """playbooks/gear_shift.yml: a play per phase, each a single import of the role's phase; only
+    the first validates (its entry point is the whole shift's; on the targets a validation would
+    be one more task per host)."""
+    plays = yaml.safe_load((REPO / "playbooks/gear_shift.yml").read_text())
+    phases = []
+    for play in plays:
+        (task,) = play["tasks"]
+        call = task["ansible.builtin.import_role"]
+        assert call["name"] == "gear_shift"
+        phases.append(call["tasks_from"])
+        assert call.get("rolespec_validate", True) is (call["tasks_from"] == "lock")
+        on_targets = play["hosts"] != "localhost"
+        assert on_targets == (call["tasks_from"] in ("observe", "wake", "down", "observe_again"))
+    assert phases == PHASES
+    serial = {p["tasks"][0]["ansible.builtin.import_role"]["tasks_from"]: p.get("serial") for p in plays}
+    assert serial["wake"] == "{{ gear_shift_wake_batch_size }}" and serial["down"] == "{{ gear_shift_batch_size }}"
