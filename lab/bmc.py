@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2025, fleetnap contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One OpenIPMI ``ipmi_sim`` BMC: its configuration and its process (used by lab/labctl.py for
-the QEMU guests and by lab/sim.py for the simulated fleet; imports nothing of either).
+"""One OpenIPMI ``ipmi_sim`` BMC: its configuration, its password and its process (used by the
+lab's guests, lab/guest.py, and by lab/sim.py for the simulated fleet; imports only lab/proc.py).
 
 A BMC answers IPMI 2.0 (lanplus) on ADDR:PORT, holds one admin user with md5 auth, and runs
 ``startcmd`` on ``chassis power on``; it reports the chassis on exactly while that program is
@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
+import string
 import subprocess
 from pathlib import Path
+
+from proc import spawn, write_private
 
 IPMI_SIM = "/usr/bin/ipmi_sim"
 USER = "admin"
@@ -60,16 +64,24 @@ set_working_mc 0x20
        "user": USER, "password": password}
 
 
+def password(path: Path) -> str:
+    """The admin password of a set of BMCs (a lab's, a simulator's), kept in path: generated once,
+    16 random letters and digits (what ipmi_sim's md5 users hold: IPMI 1.5 passwords, 16 bytes),
+    mode 0600. Never printed, never in an argv: ipmitool gets it from IPMI_PASSWORD (-E)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        alphabet = string.ascii_letters + string.digits
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write("".join(secrets.choice(alphabet) for _ in range(16)) + "\n")
+    path.chmod(0o600)
+    return path.read_text().strip()
+
+
 def write_config(directory: Path, conf: str) -> None:
-    """DIRECTORY/lan.conf (created 0600: it holds the password, never readable by others, not
+    """DIRECTORY/lan.conf (it holds the password: written 0600, never readable by others, not
     even briefly; replaced atomically) and DIRECTORY/bmc.emu."""
-    tmp = directory / "lan.conf.tmp"
-    if tmp.exists():
-        tmp.unlink()
-    fd = os.open(str(tmp), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(conf)
-    os.replace(tmp, directory / "lan.conf")
+    write_private(directory / "lan.conf", conf)
     (directory / "bmc.emu").write_text(EMU)
 
 
@@ -77,12 +89,5 @@ def start(directory: Path, ipmi_sim: str = IPMI_SIM) -> subprocess.Popen:
     """ipmi_sim for DIRECTORY/lan.conf and DIRECTORY/bmc.emu, its state in DIRECTORY/ipmi and its
     output in DIRECTORY/ipmi_sim.log, in a session of its own (it outlives the caller)."""
     (directory / "ipmi").mkdir(exist_ok=True)
-    logf = open(directory / "ipmi_sim.log", "ab")
-    try:
-        return subprocess.Popen(
-            [ipmi_sim, "-n", "-p", "-c", str(directory / "lan.conf"), "-f", str(directory / "bmc.emu"),
-             "-s", str(directory / "ipmi")],
-            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, cwd=str(directory),
-            start_new_session=True, close_fds=True)
-    finally:
-        logf.close()
+    return spawn([ipmi_sim, "-n", "-p", "-c", str(directory / "lan.conf"), "-f", str(directory / "bmc.emu"),
+                  "-s", str(directory / "ipmi")], directory / "ipmi_sim.log", cwd=str(directory))

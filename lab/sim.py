@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import ipaddress
 import json
@@ -67,11 +66,9 @@ import math
 import os
 import random
 import re
-import secrets
 import shutil
 import signal
 import socket
-import string
 import subprocess
 import sys
 import tempfile
@@ -80,6 +77,8 @@ from pathlib import Path
 
 import bmc
 import simhost
+from proc import (all_processes, file_lock, proc_argv, read_pid, running, spawn, ssh_greets, terminate, wait_port,
+                  write_atomic)
 
 LAB_DIR = Path(__file__).resolve().parent
 REPO = LAB_DIR.parent
@@ -254,10 +253,7 @@ def load_table(cfg: Settings) -> dict:
 
 
 def save_table(cfg: Settings, table: dict) -> None:
-    cfg.state.mkdir(parents=True, exist_ok=True)
-    tmp = cfg.table_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(table, indent=2) + "\n")
-    os.replace(tmp, cfg.table_path)
+    write_atomic(cfg.table_path, json.dumps(table, indent=2) + "\n")
 
 
 def ensure_key(cfg: Settings) -> Path:
@@ -390,36 +386,25 @@ def start_script(cfg: Settings, h: dict) -> str:
 # Processes and namespaces
 # ---------------------------------------------------------------------------------------------
 
-def proc_state(pid: int) -> str | None:
-    try:
-        return Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def recorded_sshd_pid(h: dict) -> int | None:
     """The pid simhost recorded for the host's sshd at its last power-on."""
-    try:
-        return int((Path(h["dir"]) / "sshd.pid").read_text())
-    except (OSError, ValueError):
-        return None
+    return read_pid(Path(h["dir"]) / "sshd.pid")
 
 
 def sshd_alive(h: dict) -> int | None:
     """The recorded sshd pid if it is alive and still this host's sshd."""
     pid = recorded_sshd_pid(h)
-    if not pid or proc_state(pid) in (None, "Z"):
+    if not pid or not running(pid):
         return None
-    try:
-        raw = Path("/proc/%d/cmdline" % pid).read_bytes()
-    except OSError:
+    argv = proc_argv(pid)
+    if argv is None:
         return None
-    if not raw:
+    cmdline = " ".join(argv)
+    if not cmdline:
         # In the middle of an execve (ip -> unshare -> sh -> sshd) the new image has no argument
         # area yet and cmdline reads empty; with a cold page cache that lasts milliseconds. A CI
         # run once took a starting sshd for a dead one this way. Alive, not zombie: ours.
         return pid
-    cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
     # While starting, the pid runs ip netns exec / unshare / start.sh, then execs sshd.
     return pid if ("%s/sshd_config" % h["dir"] in cmdline or "%s/start.sh" % h["dir"] in cmdline) else None
 
@@ -437,18 +422,10 @@ def netns_pids(ns: str) -> list[int]:
 
 
 def kill_pids(pids: list[int], timeout: float = 5.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        end = time.monotonic() + (timeout if sig == signal.SIGTERM else 5.0)
-        while time.monotonic() < end:
-            pids = [p for p in pids if proc_state(p) not in (None, "Z")]
-            if not pids:
-                return
-            time.sleep(0.05)
-    if pids:
-        raise SimError("processes %s did not exit after SIGKILL" % pids)
+    """SIGTERM, then after timeout seconds SIGKILL (proc.terminate); SimError if any is left."""
+    left = terminate(pids, timeout)
+    if left:
+        raise SimError("processes %s did not exit after SIGKILL" % left)
 
 
 def our_processes(cfg: Settings, hosts: list[dict] | None = None) -> dict[str, list[int]]:
@@ -457,25 +434,18 @@ def our_processes(cfg: Settings, hosts: list[dict] | None = None) -> dict[str, l
     command line, so also after a crash that lost the state file."""
     dirs = [h["dir"] for h in hosts] if hosts is not None else [str(cfg.state / "hosts")]
     found: dict[str, list[int]] = {"ipmi_sim": [], "simhost": [], "sshd": []}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit() or int(p.name) == os.getpid():
-            continue
-        try:
-            argv = (p / "cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
+    for pid, argv in all_processes():
         # an argument that is one of the directories or a path under it (simhost.py HOST_DIR,
         # ipmi_sim -c HOST_DIR/lan.conf, sshd -f HOST_DIR/sshd_config)
-        if not any(a == d or a.startswith(d + "/") for a in argv for d in dirs) \
-                or proc_state(int(p.name)) in (None, "Z"):
+        if not any(a == d or a.startswith(d + "/") for a in argv for d in dirs) or not running(pid):
             continue
         prog = os.path.basename(argv[0])
         if prog == "ipmi_sim":
-            found["ipmi_sim"].append(int(p.name))
+            found["ipmi_sim"].append(pid)
         elif len(argv) > 1 and argv[1].endswith("simhost.py"):
-            found["simhost"].append(int(p.name))
+            found["simhost"].append(pid)
         elif "sshd" in prog:
-            found["sshd"].append(int(p.name))
+            found["sshd"].append(pid)
     return found
 
 
@@ -570,16 +540,9 @@ def setup_network(cfg: Settings, hosts: list[dict]) -> None:
 
 
 def bmc_password(cfg: Settings) -> str:
-    """The simulator's BMC admin password: generated once, mode 0600 (the inventory reads it
-    with a file lookup; modules hand it to ipmitool through the environment, never argv)."""
-    path = cfg.password_file
-    if not path.exists():
-        fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            # 16 letters and digits: what ipmi_sim's md5 users hold (IPMI 1.5 passwords, 16 bytes)
-            alphabet = string.ascii_letters + string.digits
-            fh.write("".join(secrets.choice(alphabet) for _ in range(16)) + "\n")
-    return path.read_text().strip()
+    """The simulator's BMC admin password (bmc.password: generated once, mode 0600; the inventory
+    reads it with a file lookup, modules hand it to ipmitool through the environment, never argv)."""
+    return bmc.password(cfg.password_file)
 
 
 def start_bmc(cfg: Settings, h: dict, power_on: bool = True) -> subprocess.Popen:
@@ -615,12 +578,7 @@ def start_host(cfg: Settings, h: dict) -> subprocess.Popen:
 
 
 def ssh_answers(ip: str, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((ip, 22), timeout=timeout) as s:
-            s.settimeout(timeout)
-            return s.recv(4).startswith(b"SSH-")
-    except OSError:
-        return False
+    return ssh_greets(ip, 22, timeout)
 
 
 def power_state(h: dict) -> dict:
@@ -691,9 +649,7 @@ def write_known_hosts(cfg: Settings, table: dict) -> Path:
         pub = (Path(h["dir"]) / "ssh_host_ed25519_key.pub").read_text().split()
         lines.append("%s %s %s\n" % (h["ip"], pub[0], pub[1]))
     path = cfg.state / "known_hosts"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(lines))
-    os.replace(tmp, path)
+    write_atomic(path, "".join(lines))
     return path
 
 
@@ -744,11 +700,8 @@ def write_inventory(cfg: Settings, table: dict) -> Path:
     inv = {"all": {"children": {"sim": {"hosts": hosts, "vars": group_vars,
                                         "children": dict(sorted(groups.items()))}}}}
     path = cfg.inventory / "hosts.yml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("# Written by lab/sim.py up -- do not edit (regenerated on every sim-up).\n"
-                   + json.dumps(inv, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, "# Written by lab/sim.py up -- do not edit (regenerated on every sim-up).\n"
+                 + json.dumps(inv, indent=2) + "\n")
     return path
 
 
@@ -913,7 +866,7 @@ def fault(cfg: Settings, host: str, what: str, count: int) -> dict:
         simhost.write_faults(hdir, dict(simhost.read_faults(hdir), drop_wol=count))
     elif what == "hang":
         pid = power_state(h).get("pid")
-        if not pid or power_state(h).get("state") != "on" or proc_state(pid) in (None, "Z"):
+        if not pid or power_state(h).get("state") != "on" or not running(pid):
             raise SimError("%s is not running (power %s): only a running host can hang"
                            % (host, power_state(h).get("state", "off")))
         os.kill(pid, signal.SIGUSR1)
@@ -922,9 +875,7 @@ def fault(cfg: Settings, host: str, what: str, count: int) -> dict:
     elif what == "bmc-up":
         if not our_processes(cfg, [h])["ipmi_sim"]:
             start_bmc(cfg, h, power_on=False)
-            end = time.monotonic() + 10
-            while time.monotonic() < end and not bmc_listening(h):
-                time.sleep(0.05)
+            wait_port(623, socket.SOCK_DGRAM, 10, addr=h["bmc_ip"], poll=0.05)
     else:
         raise SimError("unknown fault %r: drop-wol, hang, bmc-down, bmc-up" % what)
     return {"host": host, "fault": what, "power": power_state(h).get("state", "off"),
@@ -936,22 +887,9 @@ def start_standby(cfg: Settings) -> None:
     Restarted at every up, so it knows every host."""
     hosts_dir = cfg.state / "hosts"
     for pid in our_processes(cfg)["simhost"]:
-        with contextlib.suppress(OSError):
-            if (Path("/proc/%d/cmdline" % pid).read_bytes().split(b"\0")[2:3] == [b"--standby"]):
-                kill_pids([pid])
-    with open(cfg.state / "standby.log", "ab") as logf:
-        subprocess.Popen(["/usr/bin/python3", str(SIMHOST), "--standby", str(hosts_dir)],
-                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
-                         close_fds=True)
-
-
-def bmc_listening(h: dict) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind((h["bmc_ip"], 623))
-        except OSError:
-            return True
-    return False
+        if (proc_argv(pid) or [])[2:3] == ["--standby"]:
+            kill_pids([pid])
+    spawn(["/usr/bin/python3", str(SIMHOST), "--standby", str(hosts_dir)], cfg.state / "standby.log")
 
 
 def host_path(cfg: Settings, host: str, path: str) -> Path:
@@ -995,13 +933,9 @@ def print_status(cfg: Settings, rows: list[dict]) -> None:
     print("%d/%d hosts answer SSH; inventory %s" % (up_count, len(rows), cfg.inventory / "hosts.yml"))
 
 
-@contextlib.contextmanager
 def state_lock(cfg: Settings):
     """One up/down/reset at a time per state directory (a second caller waits)."""
-    cfg.state.mkdir(parents=True, exist_ok=True)
-    with open(cfg.state / "sim.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
+    return file_lock(cfg.state / "sim.lock")
 
 
 def main(argv=None) -> int:

@@ -37,7 +37,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import labctl  # noqa: E402  (the lab's own helpers: QMP, ipmitool, state paths)
+# the lab's parts (never lab/labctl.py, which starts the relay): state paths, QMP, ipmitool
+from guest import bmc_power, ipmi, qmp, qmp_status  # noqa: E402
+from layout import STATE, LabError, settings  # noqa: E402
+from proc import file_lock, write_atomic  # noqa: E402
 
 ETH_P_WOL = 0x0842
 SYNC = b"\xff" * 6
@@ -92,7 +95,7 @@ class Relay:
 
     def consume_drop(self, mac: str) -> bool:
         """True if a fault-injection entry drops this packet (and count it down)."""
-        with labctl.file_lock(self.state / ".wol-drop.lock"):
+        with file_lock(self.state / ".wol-drop.lock"):
             if not self.drop_path.exists():
                 return False
             lines = self.drop_path.read_text().splitlines()
@@ -109,9 +112,7 @@ class Relay:
                 elif count.isdigit() and int(count) > 1:
                     out.append("%s %d" % (parts[0], int(count) - 1))
             if hit:
-                tmp = self.drop_path.with_suffix(".tmp")
-                tmp.write_text("".join(ln + "\n" for ln in out))
-                os.replace(tmp, self.drop_path)
+                write_atomic(self.drop_path, "".join(ln + "\n" for ln in out))
             return hit
 
     # -- the wake decision -------------------------------------------------------------------
@@ -139,9 +140,9 @@ class Relay:
     def wake(self, host: dict, base: dict, lock: threading.Lock) -> None:
         with lock:
             try:
-                status = labctl.qmp_status(host)
+                status = qmp_status(host)
                 if status == "suspended":
-                    labctl.qmp(host["qmp"], "system_wakeup")
+                    qmp(host["qmp"], "system_wakeup")
                     self.log(**base, action="woke", method="qmp-system_wakeup",
                              detail="was suspended")
                     return
@@ -149,9 +150,9 @@ class Relay:
                     self.log(**base, action="ignored-already-running",
                              detail="QMP status %s" % status)
                     return
-                power = labctl.bmc_power(host)
+                power = bmc_power(host)
                 if power == "off":
-                    labctl.ipmi(host, "chassis", "power", "on")
+                    ipmi(host, "chassis", "power", "on")
                     self.log(**base, action="woke", method="ipmi-power-on",
                              detail="was powered off")
                 elif power == "on":
@@ -159,7 +160,7 @@ class Relay:
                              detail="BMC says on (QEMU starting)")
                 else:
                     self.log(**base, action="error", detail="BMC does not answer")
-            except (labctl.LabError, OSError, ValueError) as exc:
+            except (LabError, OSError, ValueError) as exc:
                 self.log(**base, action="error", detail=str(exc))
 
 
@@ -189,14 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--state"] and len(argv) == 2:
         # the state directory is in argv so 'ps' shows which lab a relay belongs to
-        if Path(argv[1]).resolve() != labctl.STATE:
+        if Path(argv[1]).resolve() != STATE:
             raise SystemExit("wol-relay: --state %s but LAB_STATE is %s; start it with "
-                             "LAB_STATE=%s" % (argv[1], labctl.STATE, argv[1]))
+                             "LAB_STATE=%s" % (argv[1], STATE, argv[1]))
     elif argv:
         raise SystemExit("usage: wol_relay.py [--state DIR]")
-    state = labctl.STATE
+    state = STATE
     state.mkdir(parents=True, exist_ok=True)
-    ports = labctl.settings()["wol_ports"]
+    ports = settings()["wol_ports"]
     try:
         ports = json.loads((state / "lab.json").read_text())["wol_ports"]
     except (OSError, ValueError, KeyError):
