@@ -35,9 +35,9 @@ options:
     type: dict
   observed:
     description:
-      - The observation after the shift (M(gear_observe)'s RV(gear_observe#module:hosts), host name -> what was seen),
+      - The observation after the shift (the C(hosts) that M(gear_observe) returns, host name -> what was seen),
         from which this module decides where every host is now against the plan's target groups,
-        as M(gear_shift_plan) would with O(gear_shift_plan#module:groups_on) (one module call fewer per shift).
+        as M(gear_shift_plan) would with its C(groups_on) option (one module call fewer per shift).
       - Give this or O(after). Needs O(replicas) and O(gmin) as the plan had them.
     type: dict
   replicas:
@@ -91,7 +91,7 @@ options:
   lock_file:
     description:
       - The shift's lock (taken by M(shift_lock)), released once everything is written, as
-        M(shift_lock) with O(shift_lock#module:state=absent) releases it (only when this
+        M(shift_lock) with C(state=absent) releases it (only when this
         C(ansible-playbook) run owns it, or its owner is gone), saving one module call per shift.
       - Not released when a write failed or in check mode; RV(lock_released) says whether it was
         (a lock that could not be released is a warning, and the caller releases it with M(shift_lock)).

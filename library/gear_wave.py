@@ -145,7 +145,7 @@ options:
         description:
           - Before a BMC powers the host on, what its event log holds is noted (IPMI C(sel info),
             Redfish LogServices); after the host answers, the entries added since are returned in
-            RV(hosts.NAME.bmc_events) and counted in the attempt's report (IPMI, the newest 20, as the SEL
+            C(bmc_events) of the host's entry in RV(hosts) and counted in the attempt's report (IPMI, the newest 20, as the SEL
             has no severity; Redfish, Warning and Critical ones). A log that cannot be read is
             reported, never fails the wake.
         type: bool
