@@ -36,7 +36,7 @@ test-lab: setup
 # is (not the measurements nor parking and waking: each run acts anew) and verified on the guests
 # by pytest-testinfra (molecule's default driver; the lab is kept up for whatever runs after).
 # Each scenario's time is printed.
-MOLECULE_SCENARIOS := default node_exporter ptp_clock ptp_clock_absent resume_measure wake_latency_measure gear_member gear_member_refused
+MOLECULE_SCENARIOS := default node_exporter ptp_clock ptp_clock_absent resume_measure wake_latency_measure gear_member gear_member_refused gear_shift
 test-molecule: setup
 	@for s in $(MOLECULE_SCENARIOS); do t=$$SECONDS; \
 	  FLEETNAP_LAB_KEEP=1 $(BIN)/molecule test -s $$s || exit 1; \
