@@ -151,9 +151,9 @@ hosts:
   type: dict
   sample:
     lab1: {name: lab1, ssh: true, ssh_s: 0.004, probes: 1, bmc: "on", bmc_configured: true, bmc_read: true,
-           bmc_error: "", group: 1, rack: rack1}
+           bmc_error: "", bmc_endpoint: "10.0.1.11:623", group: 1, rack: rack1}
     lab2: {name: lab2, ssh: false, ssh_s: null, probes: 14, bmc: "on", bmc_configured: true, bmc_read: true,
-           bmc_error: "", group: 2, rack: rack1}
+           bmc_error: "", bmc_endpoint: "10.0.1.12:623", group: 2, rack: rack1}
 elapsed_s:
   description: Seconds the whole observation took.
   returned: always

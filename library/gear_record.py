@@ -114,20 +114,38 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Record the shift
+- name: Record the shift from the observation after it, and release its lock
   gear_record:
-    plan: "{{ __gear_shift_plan }}"
-    after: "{{ __gear_shift_after }}"
+    plan: "{{ planned }}"              # gear_shift_plan's return before the shift
+    observed: "{{ seen_after.hosts }}"  # gear_observe's return after it
+    replicas: 3
+    gmin: 1
     actions: "{{ gear_results }}"
-    started: "{{ __gear_shift_started }}"
-    started_epoch: "{{ __gear_shift_t0 }}"
+    started: "{{ shift_started }}"
+    started_epoch: "{{ shift_t0 }}"
+    state_file: /var/lib/fleetnap/gear/state.json
+    history_file: /var/lib/fleetnap/gear/history.jsonl
+    power_file: /var/lib/fleetnap/gear/power_w.json
+    metrics_dir: /var/lib/prometheus/node-exporter
+    lock_file: /var/lib/fleetnap/gear/shift.lock
+  delegate_to: localhost
+  run_once: true
+  register: gear_recorded
+
+- name: Record a shift that stopped before it acted, with where the hosts were planned from
+  gear_record:
+    plan: "{{ planned }}"
+    after: "{{ planned }}"
+    result: failed
+    reason: "BMC check failed before anything was powered down"
+    started: "{{ shift_started }}"
+    started_epoch: "{{ shift_t0 }}"
     state_file: /var/lib/fleetnap/gear/state.json
     history_file: /var/lib/fleetnap/gear/history.jsonl
     power_file: /var/lib/fleetnap/gear/power_w.json
     metrics_dir: /var/lib/prometheus/node-exporter
   delegate_to: localhost
   run_once: true
-  register: gear_recorded
 """
 
 RETURN = r"""

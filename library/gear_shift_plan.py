@@ -36,7 +36,7 @@ options:
         BMC reported, or null) - silent with chassis on is C(asleep), chassis off is C(off), no BMC
         answer is C(unknown).
       - C(bmc_error) (why the BMC did not answer) and C(bmc_endpoint) (its C(address:port)) name a
-        BMC in RV(bmc_check), as M(gear_observe) returns the first and its C(inventory) option passes the second.
+        BMC in RV(bmc_check), as M(gear_observe) returns them.
     type: dict
     required: true
   replicas:

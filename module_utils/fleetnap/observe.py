@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 
-OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error"))
+OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error", "bmc_endpoint"))
 
 
 def answers(host, port, greeting, timeout, connect_timeout=None):
@@ -74,10 +74,12 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
     that did not answer (an answering host is on, whatever its chassis says), after their probe.
     At most probe_concurrency probes and bmc_concurrency BMC reads run at a time.
     Returns {name: {"ssh": bool, "ssh_s": seconds or None, "probes": n, "bmc": 'on'|'off'|None,
-    "bmc_configured": bool, "bmc_read": bool, "bmc_error": str}}.
+    "bmc_configured": bool, "bmc_read": bool, "bmc_error": str, "bmc_endpoint": the BMC's
+    "address:port" as its client speaks to it, "" without one}}.
     """
     out = {h["name"]: {"ssh": False, "ssh_s": None, "probes": 0, "bmc": None,
-                       "bmc_configured": h.get("bmc") is not None, "bmc_read": False, "bmc_error": ""}
+                       "bmc_configured": h.get("bmc") is not None, "bmc_read": False, "bmc_error": "",
+                       "bmc_endpoint": getattr(h.get("bmc"), "target", "") or ""}
            for h in hosts}
     lock = threading.Lock()
 

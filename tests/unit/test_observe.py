@@ -88,8 +88,8 @@ def test_a_refused_host_is_probed_again_until_the_timeout():
 class FakeBmc:
     """Stand-in BMC client for the error paths: answers, refuses, or raises."""
 
-    def __init__(self, answer, delay=0.0):
-        self.answer, self.delay = answer, delay
+    def __init__(self, answer, delay=0.0, target="10.0.0.1:623"):
+        self.answer, self.delay, self.target = answer, delay, target
 
     def status(self):
         time.sleep(self.delay)
@@ -104,17 +104,21 @@ def test_every_host_observed_and_every_failure_is_a_per_host_observation(greeter
         {"name": "up", "address": "127.0.0.1", "port": ssh, "bmc": FakeBmc("on")},
         {"name": "asleep", "address": "127.0.0.1", "port": free_port(), "bmc": FakeBmc("on")},
         {"name": "off", "address": "127.0.0.1", "port": free_port(), "bmc": FakeBmc("off")},
-        {"name": "deadbmc", "address": "127.0.0.1", "port": ssh, "bmc": FakeBmc(RuntimeError("BMC 10.0.0.9:623 did not answer"))},
+        {"name": "deadbmc", "address": "127.0.0.1", "port": ssh,
+         "bmc": FakeBmc(RuntimeError("BMC 10.0.0.9:623 did not answer"), target="10.0.0.9:623")},
         {"name": "nobmc", "address": "127.0.0.1", "port": ssh, "bmc": None},
     ]
     seen = observe(hosts, 0.5, lambda b: b.status())
     assert seen["up"] == {"ssh": True, "ssh_s": seen["up"]["ssh_s"], "probes": 1, "bmc": "on",
-                          "bmc_configured": True, "bmc_read": True, "bmc_error": ""}
+                          "bmc_configured": True, "bmc_read": True, "bmc_error": "",
+                          "bmc_endpoint": "10.0.0.1:623"}
     assert not seen["asleep"]["ssh"] and seen["asleep"]["bmc"] == "on" and seen["asleep"]["probes"] > 1
     assert not seen["off"]["ssh"] and seen["off"]["bmc"] == "off"
     assert seen["deadbmc"]["ssh"] and seen["deadbmc"]["bmc"] is None
     assert seen["deadbmc"]["bmc_error"] == "BMC 10.0.0.9:623 did not answer"
+    assert seen["deadbmc"]["bmc_endpoint"] == "10.0.0.9:623"     # named by the plan's BMC check
     assert seen["nobmc"]["bmc_configured"] is False and seen["nobmc"]["bmc"] is None
+    assert seen["nobmc"]["bmc_endpoint"] == ""
 
 
 def test_all_at_once_within_bounds_of_concurrency():
