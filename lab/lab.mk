@@ -8,7 +8,7 @@
 #
 # The image and kernel are cached in $(FLEETNAP_CACHE)/lab, keyed by a hash of the recipe.
 
-DEB_PACKAGES += qemu-system-x86 qemu-utils openipmi ipmitool debootstrap wakeonlan etherwake \
+DEB_PACKAGES += qemu-system-x86 qemu-utils ipxe-qemu openssl openipmi ipmitool debootstrap wakeonlan etherwake \
                 openssh-client e2fsprogs
 
 FLEETNAP_CACHE ?= /var/cache/fleetnap

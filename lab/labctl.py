@@ -5,8 +5,9 @@
 """labctl -- the fleetnap virtual power lab.
 
 Real kernels, real S3, real IPMI over LAN and real magic packets on one machine:
-N Debian 12 guests under QEMU (TCG), each with its own ``ipmi_sim`` BMC on 127.0.0.1,
-and a Wake-on-LAN relay that turns magic packets into QMP ``system_wakeup`` / BMC power-on.
+N Debian 12 guests under QEMU (TCG), each with its own ``ipmi_sim`` BMC on 127.0.0.1 and a
+Redfish BMC (sushy-tools, lab/redfish_bmc.py) driving the same guest, and a Wake-on-LAN relay
+that turns magic packets into QMP ``system_wakeup`` / BMC power-on.
 
 Subcommands::
 
@@ -20,6 +21,7 @@ Subcommands::
     ssh HOST [CMD...]      run a command in a guest as root
     wol-log [-n N]         print the WoL relay's log
     wol-drop MAC [-c N]    drop the next N magic packets for MAC (fault injection)
+    redfish-fault HOST     --busy N (503s) | --task S (slow reset tasks) | --clear
     relay                  run the WoL relay in the foreground (``up`` starts it)
 
 Standard library only (Python 3.11, Debian 12).  Everything runs as root: debootstrap,
@@ -38,6 +40,7 @@ base+100+N), ``LAB_WOL_PORTS`` (9,7), ``LAB_BOOT_TIMEOUT`` (420 s), ``FLEETNAP_C
 #
 #   labctl.py      CLI; up / down / status; the relay's process; the inventory
 #    |  wol_relay.py   the WoL relay, a process of its own (`labctl relay`: in the foreground)
+#    |  redfish_bmc.py a guest's Redfish BMC, a process of its own (sushy-tools, the venv's Python)
 #    |  image.py       the guest image, the lab's SSH keys
 #    |  guest.py       one guest: QEMU command line, its BMC, QMP, ipmitool, SSH, suspend, kill
 #    |  layout.py      paths, LAB_* settings, the host table, the BMC password, LabError
@@ -45,6 +48,7 @@ base+100+N), ``LAB_WOL_PORTS`` (9,7), ``LAB_BOOT_TIMEOUT`` (420 s), ``FLEETNAP_C
 #    v  proc.py        processes, pid files, ports, state-file locks       } fleet simulator
 #
 #   labctl -> all of them        wol_relay -> guest, layout, proc      image -> layout, proc
+#   redfish_bmc -> guest, layout, proc
 #   guest -> layout, bmc, proc   layout -> bmc     bmc -> proc         proc -> (standard library)
 #   sim.py, the fleet simulator -> bmc, proc, simhost (ipmi_sim's startcmd; standard library)
 
@@ -76,7 +80,7 @@ from image import lab_host_key  # noqa: F401
 # The lab's processes
 # ---------------------------------------------------------------------------------------------
 
-LAB_PROGRAMS = ("qemu-system", "ipmi_sim", "wol_relay.py")
+LAB_PROGRAMS = ("qemu-system", "ipmi_sim", "wol_relay.py", "redfish_bmc.py")
 
 
 def lab_processes() -> list[tuple[int, str]]:
@@ -117,6 +121,89 @@ def start_relay() -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# The Redfish BMCs (lab/redfish_bmc.py: sushy-tools with a driver that drives the guest)
+# ---------------------------------------------------------------------------------------------
+
+REDFISH_CA = STATE / "redfish-ca.pem"
+REDFISH_CERT = STATE / "redfish-server.pem"
+REDFISH_KEY = STATE / "redfish-server.key"
+
+
+def redfish_python() -> str:
+    """The venv's Python: sushy-tools is a Python package (requirements.txt), not a Debian one."""
+    py = Path(os.environ.get("LAB_REDFISH_PYTHON", LAB_DIR.parent / ".venv" / "bin" / "python"))
+    if not py.exists():
+        raise LabError("%s is missing: the Redfish BMCs run sushy-tools from the venv; run 'make setup'" % py)
+    return str(py)
+
+
+def redfish_pki() -> None:
+    """A CA of this lab and the BMCs' certificate it signed (127.0.0.1, localhost), made once with
+    openssl: the clients verify it with fleetnap_bmc_ca_path, as they would a fleet's own CA."""
+    if REDFISH_CA.exists() and REDFISH_CERT.exists() and REDFISH_KEY.exists():
+        return
+    openssl = need_bin("openssl", "openssl")
+    ca_key = STATE / "redfish-ca.key"
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run([openssl, "req", "-x509", *ec, "-keyout", str(ca_key), "-out", str(REDFISH_CA), "-days", "3650",
+         "-subj", "/O=fleetnap lab/CN=fleetnap lab BMC CA",
+         "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+    csr = STATE / "redfish-server.csr"
+    run([openssl, "req", "-new", *ec, "-keyout", str(REDFISH_KEY), "-out", str(csr),
+         "-subj", "/O=fleetnap lab/CN=127.0.0.1"])
+    ext = STATE / "redfish-server.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=critical,CA:FALSE\n"
+                   "extendedKeyUsage=serverAuth\n")
+    run([openssl, "x509", "-req", "-in", str(csr), "-CA", str(REDFISH_CA), "-CAkey", str(ca_key),
+         "-CAcreateserial", "-days", "3650", "-out", str(REDFISH_CERT), "-extfile", str(ext)])
+    for f in (ca_key, REDFISH_KEY):
+        f.chmod(0o600)
+    for f in (csr, ext):
+        f.unlink()
+
+
+def redfish_dir(h: dict) -> Path:
+    return Path(h["dir"]) / "redfish"
+
+
+def redfish_alive(h: dict) -> int | None:
+    return pid_alive(redfish_dir(h) / "bmc.pid", "redfish_bmc.py")
+
+
+def start_redfish(h: dict, argv: list[str]) -> int:
+    """The guest's Redfish BMC on 127.0.0.1:redfish_port (HTTPS, user admin, the lab's BMC password)."""
+    d = redfish_dir(h)
+    d.mkdir(exist_ok=True)
+    for f in ("ready", "faults.json"):
+        with contextlib.suppress(FileNotFoundError):
+            (d / f).unlink()
+    write_private(d / "bmc.json", json.dumps({
+        "port": h["redfish_port"], "cert": str(REDFISH_CERT), "key": str(REDFISH_KEY), "user": BMC_USER,
+        "password_file": str(PASSWORD_FILE), "host": h, "argv": argv}, indent=2) + "\n")
+    proc = spawn([redfish_python(), str(LAB_DIR / "redfish_bmc.py"), "--dir", str(d)], d / "bmc.log",
+                 env=dict(os.environ, LAB_STATE=str(STATE), PYTHONUNBUFFERED="1"))
+    (d / "bmc.pid").write_text("%d\n" % proc.pid)
+    return proc.pid
+
+
+def wait_redfish(hosts: list[dict], timeout: float = 30) -> None:
+    for h in hosts:
+        if not wait_for(lambda: not port_free(h["redfish_port"], socket.SOCK_STREAM), timeout):
+            raise LabError("%s's Redfish BMC did not listen on 127.0.0.1:%d within %d s; see %s"
+                           % (h["name"], h["redfish_port"], timeout, redfish_dir(h) / "bmc.log"))
+
+
+def redfish_fault(h: dict, fault: dict | None) -> None:
+    """Fault injection on a guest's Redfish BMC (None: none): {'status': 503, 'count': N} or {'task_s': S}."""
+    path = redfish_dir(h) / "faults.json"
+    if fault is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    else:
+        write_atomic(path, json.dumps(fault))
+
+
+# ---------------------------------------------------------------------------------------------
 # up / down / status
 # ---------------------------------------------------------------------------------------------
 
@@ -135,12 +222,16 @@ def write_inventory(table: dict) -> Path:
             "fleetnap_power_methods": ["wol", "ipmi"],
             "fleetnap_lab_qmp": h["qmp"],
             "fleetnap_metrics_address": "127.0.0.1:%d" % h["metrics_port"],
+            # the same BMC speaks Redfish too (lab/redfish_bmc.py): a host set to
+            # fleetnap_bmc_protocol redfish uses this port and fleetnap_lab_redfish_ca
+            "fleetnap_lab_redfish_port": h["redfish_port"],
         }
         for g in (h["rack"], "gear_group_%d" % h["gear_group"]):
             groups.setdefault(g, {"hosts": {}})["hosts"][h["name"]] = None
     # Host keys are checked: the guests' key is the lab's (lab_host_key), listed per port in
     # <state>/known_hosts, which up() writes before the guests boot.
-    lab_vars = {"ansible_ssh_common_args": " ".join(ssh_options(KNOWN_HOSTS))}
+    lab_vars = {"ansible_ssh_common_args": " ".join(ssh_options(KNOWN_HOSTS)),
+                "fleetnap_lab_redfish_ca": str(REDFISH_CA)}
     inv = {"all": {"children": {"lab": {"hosts": hosts, "vars": lab_vars,
                                         "children": dict(sorted(groups.items()))}}}}
     path = INVENTORY_DIR / "hosts.yml"
@@ -202,6 +293,17 @@ def up() -> dict:
             bmc.write_config(d, lan_conf(h, qemu_argv(h, image, cfg), password))
             start_ipmi_sim(h)
             actions.append("%s: BMC started on 127.0.0.1:%d" % (h["name"], h["bmc_port"]))
+        redfish_pki()
+        started = []
+        for h in hosts:
+            if not redfish_alive(h):
+                if not port_free(h["redfish_port"], socket.SOCK_STREAM):
+                    raise LabError("port 127.0.0.1:%d for %s's Redfish BMC is in use; free it or set "
+                                   "LAB_BMC_PORT_BASE" % (h["redfish_port"], h["name"]))
+                start_redfish(h, qemu_argv(h, image, cfg))
+                started.append(h)
+                actions.append("%s: Redfish BMC started on 127.0.0.1:%d" % (h["name"], h["redfish_port"]))
+        wait_redfish(started)
         (STATE / "lab.json").write_text(json.dumps(table, indent=2) + "\n")
         if not relay_alive():
             start_relay()
@@ -254,6 +356,12 @@ def down() -> dict:
         if pid:
             terminate([pid])
             stopped.append("wol-relay")
+        for h in hosts:     # the Redfish BMCs before the guests (they could start one)
+            r = redfish_alive(h) if "dir" in h else None
+            if r:
+                terminate([r])
+                stopped.append("%s redfish_bmc" % h["name"])
+        stopped += stop_strays(("redfish_bmc.py",))
         for h in hosts:
             q = qemu_alive(h)
             if q:
@@ -270,6 +378,8 @@ def down() -> dict:
             if b:
                 terminate([b])
                 stopped.append("%s ipmi_sim" % h["name"])
+            with contextlib.suppress(FileNotFoundError):
+                (redfish_dir(h) / "bmc.pid").unlink()
             for f in ("qemu.pid", "ipmi_sim.pid", "qmp.sock"):
                 with contextlib.suppress(FileNotFoundError):
                     (Path(h["dir"]) / f).unlink()
@@ -313,6 +423,7 @@ def status() -> list[dict]:
             "ssh_port": h["ssh_port"], "bmc_port": h["bmc_port"], "mac": h["wol_mac"],
             "rack": h["rack"], "gear_group": h["gear_group"],
             "qemu_pid": qemu_alive(h), "ipmi_sim_pid": alive,
+            "redfish_port": h.get("redfish_port"), "redfish_pid": redfish_alive(h),
         }
     with cf.ThreadPoolExecutor(max_workers=len(table["hosts"])) as ex:
         rows = list(ex.map(one, table["hosts"]))
@@ -383,6 +494,12 @@ def main(argv=None) -> int:
     p.add_argument("mac", nargs="?")
     p.add_argument("-c", "--count", type=int, default=1, help="packets to drop (0: all)")
     p.add_argument("--clear", action="store_true", help="drop nothing any more")
+    p = sub.add_parser("redfish-fault", help="fault injection on HOST's Redfish BMC")
+    p.add_argument("host")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--busy", type=int, metavar="N", help="answer the next N requests 503 (Retry-After 1)")
+    g.add_argument("--task", type=float, metavar="S", help="resets become 202 tasks that run S seconds")
+    g.add_argument("--clear", action="store_true", help="no fault any more")
     sub.add_parser("relay", help="run the WoL relay in the foreground")
     args = ap.parse_args(argv)
     try:
@@ -424,6 +541,14 @@ def main(argv=None) -> int:
                 wol_drop(args.mac, args.count)
             else:
                 ap.error("wol-drop needs a MAC or --clear")
+        elif args.cmd == "redfish-fault":
+            host = find_host(load_table(), args.host)
+            if args.busy is not None and not 1 <= args.busy <= 10000:
+                ap.error("--busy N: 1..10000 requests")
+            if args.task is not None and not 0 < args.task <= 3600:
+                ap.error("--task S: more than 0 and at most 3600 seconds")
+            redfish_fault(host, None if args.clear else {"status": 503, "count": args.busy}
+                          if args.busy is not None else {"task_s": args.task})
         elif args.cmd == "relay":
             sys.path.insert(0, str(LAB_DIR))
             import wol_relay

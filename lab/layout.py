@@ -112,6 +112,7 @@ def host_table(cfg: dict) -> list[dict]:
             "metrics_port": cfg["ssh_base"] + 100 + i,
             "bmc_port": cfg["bmc_base"] + i,
             "vm_port": cfg["bmc_base"] + 100 + i,
+            "redfish_port": cfg["bmc_base"] + 200 + i,
             "mgmt_mac": "52:54:00:fa:00:%02x" % i,
             "wol_mac": "52:54:00:fa:01:%02x" % i,
             "rack": "rack%d" % ((i - 1) * RACKS // n + 1),

@@ -125,8 +125,9 @@ def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
     sleep policy (a latency profile) does not decide it; what its hardware was measured to do does.
 
     ``h``: down_method (suspend / soft / off set by the operator, or auto), bmc_configured, s3
-    (the measurement record: {ok, cycles, worst_ms, at, msg} or None). auto: S3 when S3 resume was
-    measured to work; soft-off by the BMC when it was measured not to; without a measurement S3,
+    (the measurement record: {ok, cycles, worst_ms, at, msg} or None), up_methods. auto: soft-off by
+    its BMC when Wake-on-LAN is not among its wake methods (a BMC's power-on does not wake a host
+    from S3: the host is on); else S3 when S3 resume was measured to work; soft-off by the BMC when it was measured not to; without a measurement S3,
     checked on the host first (a host without S3 falls back to soft-off by its BMC).
     ``parked_since`` (epoch s, a host asleep by plan) and ``park_off_after_s``: the second tier,
     a host in S3 for longer than that is moved on to power-off by its BMC.
@@ -139,6 +140,10 @@ def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
     method = h.get("down_method") or "auto"
     if method != "auto":
         return method, "fleetnap_down_method / gear_shift_down_method is %s" % method
+    methods = h.get("up_methods")
+    if bmc and isinstance(methods, list) and methods and "wol" not in methods:
+        return "soft", ("no Wake-on-LAN among its wake methods (%s): a BMC's power-on does not wake a host from S3; "
+                        "soft-off by its BMC, which powers it on" % ", ".join(str(m) for m in methods))
     s3 = h.get("s3")
     if isinstance(s3, dict) and s3.get("ok"):
         return "suspend", ("S3 resume measured working: %s cycle(s), worst %s ms (%s)"

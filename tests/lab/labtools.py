@@ -92,6 +92,42 @@ class Lab:
         path = labctl.STATE / "wol-relay.log"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
+    # -- the guest's Redfish BMC (lab/redfish_bmc.py), as a client would see it
+    def redfish(self, name: str, method: str, path: str, body=None, password: str | None = None):
+        """(status, JSON or None) of one request to NAME's Redfish BMC, verified by the lab's CA."""
+        import http.client
+        import ssl
+        import base64
+        ctx = ssl.create_default_context(cafile=str(labctl.REDFISH_CA))
+        conn = http.client.HTTPSConnection("127.0.0.1", self.hosts[name]["redfish_port"], timeout=20, context=ctx)
+        auth = base64.b64encode(("admin:%s" % (self.password if password is None else password)).encode()).decode()
+        headers = {"Accept": "application/json", "Authorization": "Basic " + auth}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+            return resp.status, (json.loads(raw) if raw and raw.lstrip()[:1] in (b"{", b"[") else None)
+        finally:
+            conn.close()
+
+    def redfish_system(self, name: str) -> str:
+        """The path of NAME's one ComputerSystem."""
+        status, doc = self.redfish(name, "GET", "/redfish/v1/Systems")
+        assert status == 200 and len(doc["Members"]) == 1, (status, doc)
+        return doc["Members"][0]["@odata.id"]
+
+    def redfish_log(self, name: str) -> list[dict]:
+        """What NAME's Redfish BMC did to the guest (power.log: reset type, what was done, boot)."""
+        path = labctl.redfish_dir(self.hosts[name]) / "power.log"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def redfish_fault(self, name: str, fault) -> None:
+        labctl.redfish_fault(self.hosts[name], fault)
+
     def restore(self, name: str) -> None:
         """Bring a guest back to running with SSH, whatever state a test left it in."""
         h = self.hosts[name]

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import time
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -134,9 +135,9 @@ def _restore_all(lab):
     # --on-active=1): let it happen before looking, so restore does not wait on a guest that
     # goes to sleep behind its back; then look twice.
     time.sleep(2)
-    for _ in range(2):
-        for name in ALL:
-            lab.restore(name)
+    for _ in range(2):      # every guest at once: a restore is mostly waiting for a boot or a login
+        with ThreadPoolExecutor(max_workers=len(ALL)) as pool:
+            list(pool.map(lab.restore, ALL))
 
 
 @pytest.fixture

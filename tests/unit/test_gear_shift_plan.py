@@ -487,6 +487,17 @@ def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
     ({"bmc_configured": True}, "suspend",
      "no S3 measurement (measure_resume.yml): S3, checked on the host first; soft-off by its BMC if it has no S3"),
     ({}, "suspend", "no S3 measurement (measure_resume.yml): S3, checked on the host first; no BMC to fall back on"),
+    # woken by its BMC only: parked by it, whatever S3 would do (On does not wake a host from S3)
+    ({"up_methods": ["redfish"], "bmc_configured": True, "s3": {"ok": True, "cycles": 3, "worst_ms": 900, "at": "x"}},
+     "soft", "no Wake-on-LAN among its wake methods (redfish): a BMC's power-on does not wake a host from S3; "
+     "soft-off by its BMC, which powers it on"),
+    ({"up_methods": ["ipmi", "redfish"], "bmc_configured": True}, "soft",
+     "no Wake-on-LAN among its wake methods (ipmi, redfish): a BMC's power-on does not wake a host from S3; "
+     "soft-off by its BMC, which powers it on"),
+    ({"up_methods": ["redfish", "wol"], "bmc_configured": True}, "suspend",
+     "no S3 measurement (measure_resume.yml): S3, checked on the host first; soft-off by its BMC if it has no S3"),
+    ({"up_methods": ["ipmi"]}, "suspend",      # no BMC: nothing to park it by (the plan's BMC check says so)
+     "no S3 measurement (measure_resume.yml): S3, checked on the host first; no BMC to fall back on"),
 ])
 def test_park_method_and_why(h, method, why):
     assert gs.park_method("lab1", h) == (method, why)

@@ -62,7 +62,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_lab_is_made_of_parts():
     graph = lab_graph()
-    for part in ("labctl", "proc", "layout", "image", "guest", "bmc", "wol_relay", "sim", "simhost"):
+    for part in ("labctl", "proc", "layout", "image", "guest", "bmc", "wol_relay", "redfish_bmc", "sim", "simhost"):
         assert part in graph, "lab/%s.py is missing" % part
     assert graph["labctl"] >= {"proc", "layout", "image", "guest", "bmc"}
     # the shared process handling: the lab's parts and the simulator use the same module
