@@ -103,10 +103,11 @@ $(CACHE)/ansible-test-offline.stamp: $(LINT_VENV)/.stamp packaging/sanity/offlin
 	@touch $@
 
 # Stages in order, first failure stops the rest; the lab is taken down whatever happened; each
-# stage's time is printed at the end (and each pytest stage lists its slowest tests).
+# stage's time is printed at the end (and each pytest stage lists its slowest tests). The lab's
+# guests boot in the background from the start (lint uses about one core), ready for test-lab.
 TEST_STAGES := lint test-unit test-sim test-lab test-molecule
 test: setup
-	$(BIN)/python tests/run_stages.py $(TEST_STAGES) --finally lab-down
+	$(BIN)/python tests/run_stages.py $(TEST_STAGES) --finally lab-down --background lab-up:test-lab
 
 # All three jobs on the lab: plan and apply latency profiles, measure suspend/resume on every
 # guest, apply again so the S3 decisions use the measurements, shift the lab down a gear (a

@@ -2,12 +2,19 @@
 """Run 'make' stages in order, stop at the first that fails, always run the --finally targets,
 and print each stage's wall time and result at the end (what 'make test' prints).
 
-    python tests/run_stages.py lint test-unit test-sim test-lab test-molecule --finally lab-down
+    python tests/run_stages.py lint test-unit test-sim test-lab test-molecule --finally lab-down \
+        --background lab-up:test-lab
+
+``--background TARGET:STAGE`` starts TARGET at once, beside the stages (its output in
+artifacts/TARGET.log), and waits for it before STAGE: the lab's guests boot while lint runs
+(mostly one core) instead of at the start of the lab suite. If it failed, its log is printed and
+STAGE runs anyway (the lab suite's fixture brings the lab up itself and says why it cannot).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -20,21 +27,59 @@ def run(target: str) -> tuple[int, float]:
     return rc, time.monotonic() - t0
 
 
+class Background(object):
+    def __init__(self, spec: str, log_dir: str):
+        self.target, _, self.before = spec.partition(":")
+        os.makedirs(log_dir, exist_ok=True)
+        self.log_path = os.path.join(log_dir, "%s.log" % self.target)
+        self.t0 = time.monotonic()
+        print("===== make %s (in the background until %s; log: %s) ====="
+              % (self.target, self.before or "the end", self.log_path), flush=True)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(["make", "--no-print-directory", self.target], stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.row = None
+
+    def wait(self) -> tuple:
+        if self.row is None:
+            t_wait = time.monotonic()
+            rc = self.proc.wait()
+            waited = time.monotonic() - t_wait
+            secs = time.monotonic() - self.t0
+            what = "passed (background; waited %.0f s for it)" % waited if rc == 0 else "FAILED (rc=%d)" % rc
+            print("\n===== make %s (background): %s after %.0f s =====" % (self.target, what, secs), flush=True)
+            if rc:
+                with open(self.log_path, errors="replace") as fh:
+                    print(fh.read()[-6000:], flush=True)
+            self.row = (self.target + " (bg)", secs, what)
+        return self.row
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stages", nargs="+")
     ap.add_argument("--finally", dest="final", action="append", default=[],
                     help="a target run at the end whatever happened (repeatable)")
+    ap.add_argument("--background", action="append", default=[], metavar="TARGET:STAGE",
+                    help="start TARGET at once, wait for it before STAGE (repeatable)")
+    ap.add_argument("--log-dir", default="artifacts")
     args = ap.parse_args(argv)
     rows, rc = [], 0
     t_all = time.monotonic()
+    background = [Background(spec, args.log_dir) for spec in args.background]
     for stage in args.stages:
         if rc:
             rows.append((stage, None, "not run"))
             continue
+        for bg in background:
+            if bg.before == stage and bg.row is None:
+                rows.append(bg.wait())
         code, secs = run(stage)
         rows.append((stage, secs, "passed" if code == 0 else "FAILED (rc=%d)" % code))
         rc = code
+    for bg in background:       # a background target ends before the --finally ones (lab-down)
+        if bg.row is None:
+            rows.append(bg.wait())
     for target in args.final:
         code, secs = run(target)
         rows.append((target, secs, "done" if code == 0 else "FAILED (rc=%d)" % code))

@@ -1,0 +1,52 @@
+"""tests/run_stages.py (what 'make test' runs) with a Makefile of its own: stages in order, a
+background target waited for before its stage, the --finally targets after everything."""
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+MAKEFILE = """\
+a:
+\t@echo a-start >> order; sleep 0.3; echo a-end >> order
+b:
+\t@echo b >> order
+bad:
+\t@echo bad >> order; exit 3
+bg:
+\t@echo bg-start >> order; sleep 0.8; echo bg-end >> order
+bgfail:
+\t@echo boom; exit 4
+down:
+\t@echo down >> order
+"""
+
+
+def run(tmp_path, *args):
+    (tmp_path / "Makefile").write_text(MAKEFILE)
+    proc = subprocess.run([sys.executable, str(REPO / "tests/run_stages.py"), *args, "--log-dir", str(tmp_path / "logs")],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    order = (tmp_path / "order").read_text().split() if (tmp_path / "order").exists() else []
+    return proc, order
+
+
+def test_background_runs_beside_the_first_stages_and_is_waited_for_before_its_stage(tmp_path):
+    proc, order = run(tmp_path, "a", "b", "--background", "bg:b", "--finally", "down")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # bg started before a ended (beside it), ended before b started; down last
+    assert order.index("bg-start") < order.index("a-end") and order.index("bg-end") < order.index("b")
+    assert order[-1] == "down"
+    assert "bg (bg)" in proc.stdout and "waited" in proc.stdout
+
+
+def test_a_failed_stage_still_waits_for_the_background_before_finally(tmp_path):
+    proc, order = run(tmp_path, "bad", "b", "--background", "bg:b", "--finally", "down")
+    assert proc.returncode == 2        # make says 2 when a recipe failed
+    assert "b" not in order and order.index("bg-end") < order.index("down")
+    assert "not run" in proc.stdout
+
+
+def test_a_failed_background_target_prints_its_log_and_the_stage_still_runs(tmp_path):
+    proc, order = run(tmp_path, "a", "b", "--background", "bgfail:b")
+    assert "bgfail (background): FAILED (rc=" in proc.stdout and "boom" in proc.stdout
+    assert order[-1] == "b" and proc.returncode == 0
