@@ -40,6 +40,14 @@ options:
         as M(gear_shift_plan) would with its C(groups_on) option (one module call fewer per shift).
       - Give this or O(after). Needs O(replicas) and O(gmin) as the plan had them.
     type: dict
+  observed_before:
+    description:
+      - O(observed) is the observation from before the shift, for a shift that only woke hosts (no
+        host went down): the hosts whose wake succeeded in O(actions) (the wave saw them greet) are
+        taken as answering, the others as observed. Spares a second observation round whose only
+        news would be what the wave just verified.
+    type: bool
+    default: false
   replicas:
     description: Number of gear groups, as planned (with O(observed)).
     type: int
@@ -191,6 +199,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_power_file
 from ansible.module_utils.fleetnap.gearrecord import (
     Writes, after_shift, check_inputs, history_line, merge_actions, metrics, outcome, record, report,
+    woken_as_seen,
 )
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
@@ -231,6 +240,7 @@ def main():
             plan=dict(type="dict", required=True),
             after=dict(type="dict"),
             observed=dict(type="dict"),
+            observed_before=dict(type="bool", default=False),
             replicas=dict(type="int", default=3),
             gmin=dict(type="int", default=1),
             actions=dict(type="list", elements="dict", default=[]),
@@ -254,8 +264,14 @@ def main():
     try:
         if len(p["actions"]) > MAX_ACTIONS:
             raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
+        if p["observed_before"] and (p["observed"] is None or p["plan"].get("down_hosts")):
+            raise ParamError("option observed_before: only with observed, for a shift whose plan puts no host down "
+                             "(it has down_hosts %s)" % (p["plan"].get("down_hosts") or []))
         if p["observed"] is not None:
-            p["after"] = after_shift(p["plan"], p["observed"], p["replicas"], p["gmin"], p["state_file"], now)
+            observed = p["observed"]
+            if p["observed_before"]:
+                observed = woken_as_seen(observed, [a for a in p["actions"] if isinstance(a, dict)])
+            p["after"] = after_shift(p["plan"], observed, p["replicas"], p["gmin"], p["state_file"], now)
         check_inputs(p["plan"], p["after"], p["actions"])
         actions = merge_actions(p["actions"])
         for opt in ("state_file", "history_file", "power_file"):

@@ -56,6 +56,22 @@ def after_shift(plan, observed, replicas, gmin, state_file, now=None):
     return plan_from(observed, replicas, gmin, groups_on=on, state_file=state_file, now=now)
 
 
+def woken_as_seen(observed, actions):
+    """The observation from before a shift that only woke hosts, with every host whose wake the
+    wave verified (its SSH greeting) seen answering, as a second observation would see it; the
+    others as they were (a failed wake stays silent). Returns a new dict."""
+    woken = set(a["host"] for a in actions if a.get("action") == "up" and a.get("ok"))
+    out = {}
+    for name, seen in observed.items():
+        seen = dict(seen) if isinstance(seen, dict) else seen
+        if name in woken and isinstance(seen, dict):
+            seen["ssh"] = True
+            if seen.get("bmc") is not None:
+                seen["bmc"] = "on"
+        out[name] = seen
+    return out
+
+
 def merge_actions(actions):
     """One result per host and action, in the order first seen: a host's wake and what failed
     after it (verification, health, undrain) are one failed action with the wave's details."""

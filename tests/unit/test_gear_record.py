@@ -204,6 +204,37 @@ def test_module_decides_where_hosts_are_now_from_the_observation_itself(tmp_path
     assert again["result"] == "failed" and "lab2" in again["reason"]
 
 
+def test_after_a_shift_that_only_woke_hosts_the_first_observation_and_the_wakes_decide(tmp_path):
+    """1 -> 3 without a second observation: the hosts the wave woke (ok) count as answering, a
+    failed wake stays silent and fails the shift, and a shift that put hosts down needs the
+    observation from after it."""
+    parked = {"lab2": "asleep", "lab3": "asleep", "lab5": "asleep", "lab6": "asleep"}
+    plan = plan_of(parked, 3, [1, 2, 3], dict(parked))
+    assert sorted(plan["up_hosts"]) == sorted(parked) and not plan["down_hosts"]
+    before = {n: dict(h, ssh=n not in parked, bmc="on", down_method="suspend", up_methods=["wol"],
+                      bmc_configured=True, power_w=FIG) for n, h in LAB.items()}
+    woke = [{"host": n, "action": "up", "ok": True, "method": "wol", "msg": "woke by wol"} for n in sorted(parked)]
+    args = _args(tmp_path, plan, None, woke, observed=before, observed_before=True, replicas=3, gmin=1)
+    del args["after"]
+    res = run_module("gear_record", args, check=True)
+    assert res.get("failed") is not True and res["result"] == "ok", res
+    assert all(h["state"] == "on" for h in res["record"]["hosts"].values())
+    assert all(not before[n]["ssh"] for n in parked)            # the caller's observation is not changed
+    # the same observation without observed_before: the woken hosts are where they were seen (silent)
+    res = run_module("gear_record", dict(args, observed_before=False), check=True)
+    assert all(res["record"]["hosts"][n]["state"] != "on" for n in parked)
+    # one wake failed: it stays silent, the shift failed, named
+    woke[0] = dict(woke[0], ok=False, msg="did not come back")
+    res = run_module("gear_record", dict(args, actions=woke), check=True)
+    assert res["result"] == "failed" and "lab2: did not come back" in res["reason"]
+    # a shift that put hosts down: refused, nothing written
+    plan_down, _after, downs = shift_down()
+    res = run_module("gear_record", dict(args, plan=plan_down, actions=downs))
+    assert res.get("failed") and "option observed_before: only with observed, for a shift whose plan puts no host down" \
+        in res["msg"]
+    assert not (tmp_path / "gear" / "state.json").exists()
+
+
 def test_the_record_releases_the_lock_its_playbook_owns_and_no_other(tmp_path):
     """Through ansible-playbook (the lock's owner is the playbook's main process): shift_lock takes
     it, gear_record writes the record and releases it; a lock held by another live process stays
