@@ -30,6 +30,8 @@ def test_two_shifts_recorded_the_last_with_every_host_on():
     assert set(up["power"].values()) == {"on"}, up["power"]
     state = json.loads((GEAR / "state.json").read_text())
     assert all(h["state"] == "on" for h in state["hosts"].values())
+    # each shift records its own actions only (both ran in one ansible-playbook run)
+    assert sorted((a["host"], a["action"]) for a in state["actions"]) == [(h, "up") for h in parked], state["actions"]
     assert not (GEAR / "shift.lock").exists()
 
 
