@@ -109,6 +109,7 @@ def test_inventory_layout_and_vars(lab):
         assert v["fleetnap_bmc_port"] == h["bmc_port"] and v["fleetnap_bmc_address"] == "127.0.0.1"
         assert v["fleetnap_wol_macs"] == [h["wol_mac"]]
         assert v["fleetnap_power_methods"] == ["wol", "ipmi"]
+        assert v["fleetnap_lab_redfish_port"] == h["redfish_port"]      # the same BMC speaks Redfish
         assert Path(v["fleetnap_lab_qmp"]).is_socket()
         assert "password" not in json.dumps(v).lower()
         racks.setdefault(v["fleetnap_rack"], set()).add(name)

@@ -38,11 +38,11 @@ def test_small_lab_up_idempotent_down_and_fresh_up(lab, tmp_path):
         assert first["booted"] == ["lab1"] and first["changed"] is True
         table = json.loads((state / "lab.json").read_text())
         h = table["hosts"][0]
-        assert (h["ssh_port"], h["bmc_port"], h["vm_port"]) == (22291, 9691, 9791)
+        assert (h["ssh_port"], h["bmc_port"], h["vm_port"], h["redfish_port"]) == (22291, 9691, 9791, 9891)
         inv = json.loads("\n".join((tmp_path / "inventory/hosts.yml").read_text().splitlines()[1:]))
         assert inv["all"]["children"]["lab"]["hosts"]["lab1"]["ansible_port"] == 22291
         pids = sorted(_procs_mentioning(str(state)))
-        assert len(pids) == 3, pids          # ipmi_sim, its QEMU, the WoL relay
+        assert len(pids) == 4, pids          # ipmi_sim, its QEMU, its Redfish BMC, the WoL relay
         labctl_h = dict(h)
         labctl.ssh(labctl_h, "touch /root/written-before-down")
 
@@ -51,7 +51,7 @@ def test_small_lab_up_idempotent_down_and_fresh_up(lab, tmp_path):
         assert sorted(_procs_mentioning(str(state))) == pids
 
         down = json.loads(run_labctl("down", env=env).stdout)
-        assert set(down["stopped"]) == {"wol-relay", "lab1 qemu", "lab1 ipmi_sim"}
+        assert set(down["stopped"]) == {"wol-relay", "lab1 redfish_bmc", "lab1 qemu", "lab1 ipmi_sim"}
         assert _procs_mentioning(str(state)) == []
 
         # A guest whose pid file was lost is still stopped by down, before down returns.
@@ -64,7 +64,7 @@ def test_small_lab_up_idempotent_down_and_fresh_up(lab, tmp_path):
         assert not Path("/proc/%d" % qemu_pid).exists() or \
             Path("/proc/%d/stat" % qemu_pid).read_text().rsplit(")", 1)[1].split()[0] == "Z"
         for port, kind in ((22291, socket.SOCK_STREAM), (9691, socket.SOCK_DGRAM),
-                           (9791, socket.SOCK_STREAM), (9099, socket.SOCK_DGRAM)):
+                           (9791, socket.SOCK_STREAM), (9891, socket.SOCK_STREAM), (9099, socket.SOCK_DGRAM)):
             assert labctl.port_free(port, kind), port
         assert json.loads(run_labctl("down", env=env).stdout) == {"changed": False, "stopped": []}
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Run the molecule scenarios (what 'make test-molecule' does): lanes of scenarios side by side,
+each lane's scenarios one after another, then the scenarios in no lane, one at a time.
+
+    python tests/run_molecule.py --lane ptp_clock,ptp_clock_absent --lane default,node_exporter \\
+        default node_exporter ptp_clock ptp_clock_absent gear_shift
+
+Scenarios in different lanes touch different lab guests (each scenario's inventory pattern says
+which), so they can run at the same time: the lab's TCG guests and SSH round trips leave the
+controller's cores half idle. A scenario in no lane (gear_shift: all six guests) runs alone,
+after the lanes. Each scenario's output goes to LOG_DIR/molecule-NAME.log; its time and result
+are printed when it ends, the log's end when it failed. The first failure stops its lane and
+the scenarios after the lanes; the other lanes finish what they run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+
+PRINT = threading.Lock()
+
+
+def say(text: str) -> None:
+    with PRINT:
+        print(text, flush=True)
+
+
+def run_one(name: str, log_dir: str, command: list[str]) -> tuple[bool, float]:
+    path = os.path.join(log_dir, "molecule-%s.log" % name)
+    t0 = time.monotonic()
+    with open(path, "wb") as log:
+        rc = subprocess.call(command + [name], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    secs = time.monotonic() - t0
+    if rc == 0:
+        say("molecule scenario %s: passed (%.0f s)" % (name, secs))
+    else:
+        with open(path, errors="replace") as fh:
+            tail = fh.read()[-12000:]
+        say("%s\nmolecule scenario %s: FAILED (rc=%d, %.0f s; whole log: %s)" % (tail, name, rc, secs, path))
+    return rc == 0, secs
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenarios", nargs="+", help="every scenario, in the order to run those in no lane")
+    ap.add_argument("--lane", action="append", default=[], help="comma-separated scenarios run in order (repeatable)")
+    ap.add_argument("--log-dir", default="artifacts")
+    ap.add_argument("--molecule", default=os.path.join(os.path.dirname(sys.executable), "molecule"))
+    args = ap.parse_args(argv)
+    lanes = [[s for s in lane.split(",") if s] for lane in args.lane]
+    in_lanes = [s for lane in lanes for s in lane]
+    unknown = sorted(set(in_lanes) - set(args.scenarios))
+    if unknown or len(set(in_lanes)) != len(in_lanes):
+        ap.error("every lane's scenario must be one of the scenarios, in one lane only: %s" % (unknown or in_lanes))
+    os.makedirs(args.log_dir, exist_ok=True)
+    command = [args.molecule, "test", "-s"]
+    results: dict[str, bool] = {}
+    t0 = time.monotonic()
+
+    def lane_run(lane):
+        for name in lane:
+            ok, _ = run_one(name, args.log_dir, command)
+            results[name] = ok
+            if not ok:
+                return
+
+    threads = [threading.Thread(target=lane_run, args=(lane,)) for lane in lanes if lane]
+    if threads:
+        say("molecule: lanes side by side: %s" % "; ".join(" -> ".join(lane) for lane in lanes if lane))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name in args.scenarios:
+        if name in in_lanes or not all(results.values()):
+            continue
+        results[name] = run_one(name, args.log_dir, command)[0]
+    not_run = [s for s in args.scenarios if s not in results]
+    failed = [s for s, ok in results.items() if not ok]
+    say("molecule: %d scenario(s) passed, %d failed%s, %d not run; %.0f s"
+        % (sum(results.values()), len(failed), " (%s)" % ", ".join(failed) if failed else "", len(not_run),
+           time.monotonic() - t0))
+    return 1 if failed or not_run else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

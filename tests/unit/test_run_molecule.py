@@ -1,0 +1,52 @@
+"""tests/run_molecule.py (what 'make test-molecule' runs), with a stand-in for molecule that notes
+when each scenario starts and ends: lanes side by side, a lane in order, the rest alone after
+them, a failure stopping its lane and what comes after the lanes, every scenario's log kept."""
+
+import os
+import stat
+import subprocess
+import sys
+
+from conftest import REPO
+
+STAND_IN = """#!/bin/sh
+# molecule test -s NAME
+echo "start $3" >> "$ORDER"; sleep 0.4; echo "end $3" >> "$ORDER"
+echo "log of $3"
+[ "$3" != "$FAIL" ]
+"""
+
+
+def run(tmp_path, *args, fail=""):
+    tool = tmp_path / "molecule"
+    tool.write_text(STAND_IN)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    order = tmp_path / "order"
+    env = dict(os.environ, ORDER=str(order), FAIL=fail)
+    proc = subprocess.run([sys.executable, str(REPO / "tests/run_molecule.py"), "--molecule", str(tool),
+                           "--log-dir", str(tmp_path / "logs"), *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+    return proc, order.read_text().splitlines() if order.exists() else []
+
+
+def test_lanes_side_by_side_then_the_rest_alone(tmp_path):
+    proc, order = run(tmp_path, "--lane", "a,b", "--lane", "c", "a", "b", "c", "z")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert order.index("start c") < order.index("end a")             # side by side
+    assert order.index("end a") < order.index("start b")             # a lane in order
+    assert order[-2:] == ["start z", "end z"]                        # alone, after the lanes
+    assert all("molecule scenario %s: passed" % s in proc.stdout for s in "abcz")
+    assert (tmp_path / "logs" / "molecule-b.log").read_text() == "log of b\n"
+
+
+def test_a_failure_stops_its_lane_and_what_comes_after_and_shows_its_log(tmp_path):
+    proc, order = run(tmp_path, "--lane", "a,b", "--lane", "c", "a", "b", "c", "z", fail="a")
+    assert proc.returncode == 1
+    assert "start b" not in order and "start z" not in order and "end c" in order
+    assert "log of a" in proc.stdout and "molecule scenario a: FAILED" in proc.stdout
+    assert "1 scenario(s) passed, 1 failed (a), 2 not run" in proc.stdout
+
+
+def test_a_lane_naming_an_unknown_scenario_is_refused(tmp_path):
+    proc, order = run(tmp_path, "--lane", "a,q", "a")
+    assert proc.returncode == 2 and "one of the scenarios" in proc.stderr and order == []
