@@ -43,7 +43,7 @@ options:
   observed_before:
     description:
       - O(observed) is the observation from before the shift, for a shift that only woke hosts (no
-        host went down): the hosts whose wake succeeded in O(actions) (the wave saw them greet) are
+        host went down). The hosts whose wake succeeded in O(actions) (the wave saw them greet) are
         taken as answering, the others as observed. Spares a second observation round whose only
         news would be what the wave just verified.
     type: bool
