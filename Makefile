@@ -107,7 +107,7 @@ $(CACHE)/ansible-test-offline.stamp: $(LINT_VENV)/.stamp packaging/sanity/offlin
 # guests boot in the background from the start (lint uses about one core), ready for test-lab.
 TEST_STAGES := lint test-unit test-sim test-lab test-molecule
 test: setup
-	$(BIN)/python tests/run_stages.py $(TEST_STAGES) --finally lab-down --background lab-up:test-lab
+	$(BIN)/python tests/run_stages.py $(TEST_STAGES) --finally lab-down --background lab-up:test-lab --log-dir $(ARTIFACTS)
 
 # All three jobs on the lab: plan and apply latency profiles, measure suspend/resume on every
 # guest, apply again so the S3 decisions use the measurements, shift the lab down a gear (a

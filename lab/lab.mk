@@ -42,4 +42,4 @@ test-lab: setup
 MOLECULE_SCENARIOS := default node_exporter ptp_clock ptp_clock_absent resume_measure wake_latency_measure gear_member gear_member_refused gear_shift
 MOLECULE_LANES :=
 test-molecule: setup
-	FLEETNAP_LAB_KEEP=1 $(BIN)/python tests/run_molecule.py $(MOLECULE_LANES) --molecule $(CURDIR)/$(BIN)/molecule $(MOLECULE_SCENARIOS)
+	FLEETNAP_LAB_KEEP=1 $(BIN)/python tests/run_molecule.py $(MOLECULE_LANES) --molecule $(CURDIR)/$(BIN)/molecule --log-dir $(ARTIFACTS) $(MOLECULE_SCENARIOS)

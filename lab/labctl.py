@@ -58,6 +58,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -177,20 +178,29 @@ def start_redfish(h: dict, argv: list[str]) -> int:
     for f in ("ready", "faults.json"):
         with contextlib.suppress(FileNotFoundError):
             (d / f).unlink()
+    # a BMC started afresh keeps nothing of an earlier one (a boot device a test left at Pxe)
+    shutil.rmtree(d / "state", ignore_errors=True)
     write_private(d / "bmc.json", json.dumps({
         "port": h["redfish_port"], "cert": str(REDFISH_CERT), "key": str(REDFISH_KEY), "user": BMC_USER,
         "password_file": str(PASSWORD_FILE), "host": h, "argv": argv}, indent=2) + "\n")
     proc = spawn([redfish_python(), str(LAB_DIR / "redfish_bmc.py"), "--dir", str(d)], d / "bmc.log",
                  env=dict(os.environ, LAB_STATE=str(STATE), PYTHONUNBUFFERED="1"))
     (d / "bmc.pid").write_text("%d\n" % proc.pid)
-    return proc.pid
+    return proc
 
 
-def wait_redfish(hosts: list[dict], timeout: float = 30) -> None:
-    for h in hosts:
-        if not wait_for(lambda: not port_free(h["redfish_port"], socket.SOCK_STREAM), timeout):
-            raise LabError("%s's Redfish BMC did not listen on 127.0.0.1:%d within %d s; see %s"
-                           % (h["name"], h["redfish_port"], timeout, redfish_dir(h) / "bmc.log"))
+def wait_redfish(started: list[tuple[dict, subprocess.Popen]], timeout: float = 30) -> None:
+    """Until each BMC accepts a connection on its port (or has exited: its log says why)."""
+    def accepts(port):
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+        return False
+    for h, proc in started:
+        if not wait_for(lambda: accepts(h["redfish_port"]), timeout, child=proc):
+            raise LabError("%s's Redfish BMC %s on 127.0.0.1:%d; see %s"
+                           % (h["name"], "exited (rc=%s)" % proc.returncode if proc.poll() is not None
+                              else "did not listen within %d s" % timeout, h["redfish_port"],
+                              redfish_dir(h) / "bmc.log"))
 
 
 def redfish_fault(h: dict, fault: dict | None) -> None:
@@ -272,6 +282,10 @@ def up() -> dict:
             d.mkdir(parents=True, exist_ok=True)
             if ipmi_sim_alive(h):
                 continue
+            r = redfish_alive(h)
+            if r:   # a Redfish BMC without its ipmi_sim (a lab half gone): started again below
+                terminate([r])
+                actions.append("%s: stopped an orphan Redfish BMC" % h["name"])
             q = qemu_alive(h)
             if q:   # a QEMU without its BMC: stop it, the BMC must own the guest's power
                 terminate([q])
@@ -300,8 +314,7 @@ def up() -> dict:
                 if not port_free(h["redfish_port"], socket.SOCK_STREAM):
                     raise LabError("port 127.0.0.1:%d for %s's Redfish BMC is in use; free it or set "
                                    "LAB_BMC_PORT_BASE" % (h["redfish_port"], h["name"]))
-                start_redfish(h, qemu_argv(h, image, cfg))
-                started.append(h)
+                started.append((h, start_redfish(h, qemu_argv(h, image, cfg))))
                 actions.append("%s: Redfish BMC started on 127.0.0.1:%d" % (h["name"], h["redfish_port"]))
         wait_redfish(started)
         (STATE / "lab.json").write_text(json.dumps(table, indent=2) + "\n")

@@ -13,7 +13,7 @@ The driver (sushy-tools' fake driver keeps the system's record: name, UUID, NICs
 - PowerState is the guest's: ``On`` while its QEMU runs (also in S3: a BMC reports a suspended
   host on), ``Off`` when there is none.
 - ``On``/``ForceOn`` starts the guest's QEMU (the command line lab/labctl.py wrote), booting the
-  disk, or, when the system's boot device is ``Pxe``, the network: no kernel given, ``-boot n``,
+  disk, or, when the system's boot device is ``Pxe``, the network: no kernel given, ``-boot order=n``,
   SeaBIOS and iPXE look for a server that is not there and the guest never answers (what a host
   whose boot order network-boots does after a power-on: the case safe power-on guards against).
   ``On`` on a running (or suspended) guest does nothing.
@@ -65,7 +65,7 @@ ALLOWED = ("On", "ForceOn", "ForceOff", "GracefulShutdown", "GracefulRestart", "
 
 def network_boot_argv(argv: list[str]) -> list[str]:
     """The guest's command line without its kernel (no -kernel/-initrd/-append): the firmware
-    boots from the network (-boot n)."""
+    boots from the network (-boot order=n)."""
     out, skip = [], False
     for a in argv:
         if skip:
@@ -87,6 +87,7 @@ class Guest(object):
         self.dir = Path(self.host["dir"])
         self.log_path = log_path
         self.lock = threading.RLock()
+        self.generation = 0         # bumped by every power action: a pending restart yields to a later one
 
     def log(self, **entry) -> None:
         entry = dict({"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".%03dZ" % (time.time() % 1 * 1000),
@@ -103,8 +104,11 @@ class Guest(object):
         child = spawn(argv, self.dir / "qemu-redfish.log")
         # QEMU is up when it wrote its pid file and answers QMP (or gone: its log says why)
         if not wait_for(lambda: self.alive() and qmp_status(self.host) != "off", 20, child=child):
-            raise LabError("%s: QEMU did not start (rc=%s); see %s"
-                           % (self.host["name"], child.poll(), self.dir / "qemu-redfish.log"))
+            if child.poll() is None:        # not up in time: not left to come up behind the error
+                child.kill()
+                child.wait(10)
+            raise LabError("%s: QEMU did not start within 20 s; see %s"
+                           % (self.host["name"], self.dir / "qemu-redfish.log"))
         return "network (boot device Pxe)" if network else "disk"
 
     def stop(self, timeout: float = 10) -> None:
@@ -142,6 +146,7 @@ def make_driver(guest: Guest):
             if state not in ALLOWED:
                 raise error.NotSupportedError("Power state %s is not supported" % state)
             with guest.lock:
+                guest.generation += 1
                 on = bool(guest.alive())
                 done, boot = "nothing (already %s)" % ("on" if on else "off"), None
                 if state in ("On", "ForceOn") and not on:
@@ -164,7 +169,8 @@ def make_driver(guest: Guest):
                     device = self.get_boot_device(identity)
                     if on:
                         guest.powerdown()
-                        threading.Thread(target=self._start_when_off, args=(device,), daemon=True).start()
+                        threading.Thread(target=self._start_when_off, args=(device, guest.generation),
+                                         daemon=True).start()
                         done = "ACPI power button, started again once off"
                     else:
                         boot = guest.start(device)
@@ -175,12 +181,12 @@ def make_driver(guest: Guest):
                 guest.log(reset_type=state, done=done, boot=boot)
 
         @staticmethod
-        def _start_when_off(device):
+        def _start_when_off(device, generation):
             end = time.monotonic() + 120
-            while guest.alive() and time.monotonic() < end:
+            while guest.alive() and time.monotonic() < end and guest.generation == generation:
                 time.sleep(0.2)
-            with guest.lock:
-                if not guest.alive():
+            with guest.lock:        # not when another power action came after this restart
+                if not guest.alive() and guest.generation == generation:
                     guest.log(reset_type="GracefulRestart", done="started", boot=guest.start(device))
 
     return LabGuestDriver
@@ -219,12 +225,16 @@ class Faults(object):
             if not isinstance(fault, dict):
                 return {}
             if fault.get("status") == 503:
-                left = int(fault.get("count", 1))
+                try:
+                    left = int(fault.get("count", 1))
+                except (TypeError, ValueError):
+                    left = 1
                 if left <= 1:
-                    self.path.unlink()
-                else:
-                    fault["count"] = left - 1
-                    self.path.write_text(json.dumps(fault))
+                    self.path.unlink(missing_ok=True)
+                else:       # atomic: labctl may clear or replace the file at any time
+                    tmp = self.path.with_name(self.path.name + ".bmc-tmp")
+                    tmp.write_text(json.dumps(dict(fault, count=left - 1)))
+                    os.replace(tmp, self.path)
             return fault
 
     def __call__(self, environ, start_response):

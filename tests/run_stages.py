@@ -6,15 +6,19 @@ and print each stage's wall time and result at the end (what 'make test' prints)
         --background lab-up:test-lab
 
 ``--background TARGET:STAGE`` starts TARGET at once, beside the stages (its output in
-artifacts/TARGET.log), and waits for it before STAGE: the lab's guests boot while lint runs
+LOG_DIR/TARGET.log), and waits for it before STAGE: the lab's guests boot while lint runs
 (mostly one core) instead of at the start of the lab suite. If it failed, its log is printed and
 STAGE runs anyway (the lab suite's fixture brings the lab up itself and says why it cannot).
+When a stage fails before STAGE, TARGET is stopped (its process group) before the --finally
+targets run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,8 +41,22 @@ class Background(object):
               % (self.target, self.before or "the end", self.log_path), flush=True)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(["make", "--no-print-directory", self.target], stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
         self.row = None
+
+    def stop(self) -> None:
+        """A stage failed: the target is not needed any more; stop it (its process group)."""
+        if self.row is None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            self.row = (self.target + " (bg)", time.monotonic() - self.t0, "stopped (a stage failed)")
 
     def wait(self) -> tuple:
         if self.row is None:
@@ -79,7 +97,11 @@ def main(argv: list[str]) -> int:
         rc = code
     for bg in background:       # a background target ends before the --finally ones (lab-down)
         if bg.row is None:
-            rows.append(bg.wait())
+            if rc:
+                bg.stop()
+                rows.append(bg.row)
+            else:
+                rows.append(bg.wait())
     for target in args.final:
         code, secs = run(target)
         rows.append((target, secs, "done" if code == 0 else "FAILED (rc=%d)" % code))

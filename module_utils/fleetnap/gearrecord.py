@@ -60,7 +60,7 @@ def woken_as_seen(observed, actions):
     """The observation from before a shift that only woke hosts, with every host whose wake the
     wave verified (its SSH greeting) seen answering, as a second observation would see it; the
     others as they were (a failed wake stays silent). Returns a new dict."""
-    woken = set(a["host"] for a in actions if a.get("action") == "up" and a.get("ok"))
+    woken = set(a.get("host") for a in actions if a.get("action") == "up" and a.get("ok") is True)
     out = {}
     for name, seen in observed.items():
         seen = dict(seen) if isinstance(seen, dict) else seen

@@ -39,11 +39,11 @@ def test_background_runs_beside_the_first_stages_and_is_waited_for_before_its_st
     assert "bg (bg)" in proc.stdout and "waited" in proc.stdout
 
 
-def test_a_failed_stage_still_waits_for_the_background_before_finally(tmp_path):
+def test_a_failed_stage_stops_the_background_before_finally(tmp_path):
     proc, order = run(tmp_path, "bad", "b", "--background", "bg:b", "--finally", "down")
     assert proc.returncode == 2        # make says 2 when a recipe failed
-    assert "b" not in order and order.index("bg-end") < order.index("down")
-    assert "not run" in proc.stdout
+    assert "b" not in order and "bg-end" not in order and order[-1] == "down"
+    assert "not run" in proc.stdout and "stopped (a stage failed)" in proc.stdout
 
 
 def test_a_failed_background_target_prints_its_log_and_the_stage_still_runs(tmp_path):
