@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -44,6 +45,13 @@ class Background(object):
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True)
         self.row = None
+        self.ended = None       # when it ended (a thread waits for it), for its own run time
+        self.watcher = threading.Thread(target=self._watch, daemon=True)
+        self.watcher.start()
+
+    def _watch(self) -> None:
+        self.proc.wait()
+        self.ended = time.monotonic()
 
     def stop(self) -> None:
         """A stage failed: the target is not needed any more; stop it (its process group)."""
@@ -62,10 +70,11 @@ class Background(object):
         if self.row is None:
             t_wait = time.monotonic()
             rc = self.proc.wait()
+            self.watcher.join()
             waited = time.monotonic() - t_wait
-            secs = time.monotonic() - self.t0
+            secs = self.ended - self.t0
             what = "passed (background; waited %.0f s for it)" % waited if rc == 0 else "FAILED (rc=%d)" % rc
-            print("\n===== make %s (background): %s after %.0f s =====" % (self.target, what, secs), flush=True)
+            print("\n===== make %s (background): %s; it ran %.0f s =====" % (self.target, what, secs), flush=True)
             if rc:
                 with open(self.log_path, errors="replace") as fh:
                     print(fh.read()[-6000:], flush=True)

@@ -37,6 +37,9 @@ def test_background_runs_beside_the_first_stages_and_is_waited_for_before_its_st
     assert order.index("bg-start") < order.index("a-end") and order.index("bg-end") < order.index("b")
     assert order[-1] == "down"
     assert "bg (bg)" in proc.stdout and "waited" in proc.stdout
+    # its own run time (about 0.8 s), not the time until it was waited for
+    ran = float(proc.stdout.split("it ran ")[1].split(" s")[0])
+    assert ran < 5
 
 
 def test_a_failed_stage_stops_the_background_before_finally(tmp_path):
