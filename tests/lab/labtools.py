@@ -95,24 +95,11 @@ class Lab:
     # -- the guest's Redfish BMC (lab/redfish_bmc.py), as a client would see it
     def redfish(self, name: str, method: str, path: str, body=None, password: str | None = None):
         """(status, JSON or None) of one request to NAME's Redfish BMC, verified by the lab's CA."""
-        import http.client
-        import ssl
-        import base64
-        ctx = ssl.create_default_context(cafile=str(labctl.REDFISH_CA))
-        conn = http.client.HTTPSConnection("127.0.0.1", self.hosts[name]["redfish_port"], timeout=20, context=ctx)
-        auth = base64.b64encode(("admin:%s" % (self.password if password is None else password)).encode()).decode()
-        headers = {"Accept": "application/json", "Authorization": "Basic " + auth}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        try:
-            conn.request(method, path, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-            return resp.status, (json.loads(raw) if raw and raw.lstrip()[:1] in (b"{", b"[") else None)
-        finally:
-            conn.close()
+        from redfishtools import http_json
+        status, _headers, doc = http_json(self.hosts[name]["redfish_port"], method, path, labctl.REDFISH_CA,
+                                          user="admin", password=self.password if password is None else password,
+                                          body=body, timeout=20)
+        return status, doc
 
     def redfish_system(self, name: str) -> str:
         """The path of NAME's one ComputerSystem."""
