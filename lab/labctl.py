@@ -171,7 +171,7 @@ def redfish_alive(h: dict) -> int | None:
     return pid_alive(redfish_dir(h) / "bmc.pid", "redfish_bmc.py")
 
 
-def start_redfish(h: dict, argv: list[str]) -> int:
+def start_redfish(h: dict, argv: list[str]) -> subprocess.Popen:
     """The guest's Redfish BMC on 127.0.0.1:redfish_port (HTTPS, user admin, the lab's BMC password)."""
     d = redfish_dir(h)
     d.mkdir(exist_ok=True)
@@ -555,11 +555,11 @@ def main(argv=None) -> int:
             else:
                 ap.error("wol-drop needs a MAC or --clear")
         elif args.cmd == "redfish-fault":
-            host = find_host(load_table(), args.host)
             if args.busy is not None and not 1 <= args.busy <= 10000:
                 ap.error("--busy N: 1..10000 requests")
             if args.task is not None and not 0 < args.task <= 3600:
                 ap.error("--task S: more than 0 and at most 3600 seconds")
+            host = find_host(load_table(), args.host)
             redfish_fault(host, None if args.clear else {"status": 503, "count": args.busy}
                           if args.busy is not None else {"task_s": args.task})
         elif args.cmd == "relay":

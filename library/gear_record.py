@@ -140,6 +140,21 @@ EXAMPLES = r"""
   run_once: true
   register: gear_recorded
 
+- name: Record a shift that only woke hosts, each verified by the wave, from the observation before it
+  gear_record:
+    plan: "{{ planned }}"              # no down_hosts
+    observed: "{{ seen_before.hosts }}"
+    observed_before: true              # the woken hosts count as answering, as the wave saw them greet
+    actions: "{{ gear_results }}"
+    started: "{{ shift_started }}"
+    started_epoch: "{{ shift_t0 }}"
+    state_file: /var/lib/fleetnap/gear/state.json
+    history_file: /var/lib/fleetnap/gear/history.jsonl
+    power_file: /var/lib/fleetnap/gear/power_w.json
+    metrics_dir: /var/lib/prometheus/node-exporter
+  delegate_to: localhost
+  run_once: true
+
 - name: Record a shift that stopped before it acted, with where the hosts were planned from
   gear_record:
     plan: "{{ planned }}"

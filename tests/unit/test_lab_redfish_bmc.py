@@ -92,3 +92,20 @@ def test_only_resets_become_tasks(tmp_path):
     path.write_text(json.dumps({"task_s": 5}))
     faults = redfish_bmc.Faults(inner, path)
     assert call(faults, "PATCH", "/redfish/v1/Systems/x", b"{}")[0] == 204 and len(inner.seen) == 1
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--busy", "0"], "--busy N: 1..10000 requests"),
+    (["--task", "nan"], "--task S: more than 0 and at most 3600 seconds"),
+    (["--task", "-1"], "--task S: more than 0 and at most 3600 seconds"),
+    ([], "one of the arguments --busy --task --clear is required"),
+])
+def test_labctl_redfish_fault_refuses_bad_input_before_reading_the_lab(tmp_path, args, words):
+    import os
+    import subprocess
+    from conftest import REPO
+    proc = subprocess.run(["/usr/bin/python3", str(REPO / "lab/labctl.py"), "redfish-fault", "lab1", *args],
+                          capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, LAB_STATE=str(tmp_path / "state")))
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("faults.json"))
