@@ -11,6 +11,12 @@ LOG_DIR/TARGET.log), and waits for it before STAGE: the lab's guests boot while 
 STAGE runs anyway (the lab suite's fixture brings the lab up itself and says why it cannot).
 When a stage fails before STAGE, TARGET is stopped (its process group) before the --finally
 targets run.
+
+Each stage's output is printed as it comes and kept in LOG_DIR/stage-NAME.log. When a stage
+failed, the very end of the output (after the table of times, where a CI summary that shows only
+the last lines of a run still sees it) says why: the lines of its log that name a failure (pytest's
+``E`` lines and FAILED summary, Ansible's fatal/failed results, tracebacks, make's errors), colour
+codes and molecule's frame removed, at most DIGEST_LINES of them.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,11 +32,44 @@ import threading
 import time
 
 
-def run(target: str) -> tuple[int, float]:
+DIGEST_LINES = 40
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+FRAME = re.compile(r"^[\s\u2500-\u257f]*")          # molecule's box-drawing frame and indent
+FAILURE = re.compile(
+    r"^E\s|^(FAILED|ERROR)\b|^_{3,} .* _{3,}$|fatal: \[|failed: \[|FAILED!|Traceback \(most recent|"
+    r"^\w*(Error|Exception)\b|^[\w/.-]+\.py:\d+: \w*(Error|Exception)|\*\*\* .*Error \d+|"
+    r"molecule scenario \S+: FAILED|Verifier tests failed|unreachable=[1-9]|failed=[1-9]")
+
+
+def failure_lines(path: str, limit: int = DIGEST_LINES) -> list[str]:
+    """The lines of a stage's log that say what failed (see the module's docstring)."""
+    found = []
+    with open(path, errors="replace") as fh:
+        for raw in fh:
+            line = FRAME.sub("", ANSI.sub("", raw.rstrip("\n"))).rstrip()
+            if FAILURE.search(line):
+                found.append(line[:300])
+    if len(found) > limit:
+        found = found[:limit - 1] + ["... and %d more such lines" % (len(found) - limit + 1)]
+    return found
+
+
+def run(target: str, log_dir: str) -> tuple[int, float, str]:
+    """make TARGET, its output printed as it comes and kept in LOG_DIR/stage-TARGET.log."""
     t0 = time.monotonic()
     print("\n===== make %s =====" % target, flush=True)
-    rc = subprocess.call(["make", "--no-print-directory", target])
-    return rc, time.monotonic() - t0
+    os.makedirs(log_dir, exist_ok=True)
+    path = os.path.join(log_dir, "stage-%s.log" % target)
+    with open(path, "wb") as log:
+        proc = subprocess.Popen(["make", "--no-print-directory", target], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        out = sys.stdout.buffer
+        for chunk in iter(lambda: proc.stdout.readline(), b""):
+            out.write(chunk)
+            out.flush()
+            log.write(chunk)
+        rc = proc.wait()
+    return rc, time.monotonic() - t0, path
 
 
 class Background(object):
@@ -92,6 +132,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--log-dir", default="artifacts")
     args = ap.parse_args(argv)
     rows, rc = [], 0
+    failed_log = None
     t_all = time.monotonic()
     background = [Background(spec, args.log_dir) for spec in args.background]
     for stage in args.stages:
@@ -101,8 +142,10 @@ def main(argv: list[str]) -> int:
         for bg in background:
             if bg.before == stage and bg.row is None:
                 rows.append(bg.wait())
-        code, secs = run(stage)
+        code, secs, log = run(stage, args.log_dir)
         rows.append((stage, secs, "passed" if code == 0 else "FAILED (rc=%d)" % code))
+        if code:
+            failed_log = (stage, log)
         rc = code
     for bg in background:       # a background target ends before the --finally ones (lab-down)
         if bg.row is None:
@@ -112,14 +155,21 @@ def main(argv: list[str]) -> int:
             else:
                 rows.append(bg.wait())
     for target in args.final:
-        code, secs = run(target)
+        code, secs, log = run(target, args.log_dir)
         rows.append((target, secs, "done" if code == 0 else "FAILED (rc=%d)" % code))
+        if code and failed_log is None:
+            failed_log = (target, log)
         rc = rc or code
     total = time.monotonic() - t_all
     print("\n===== stages =====")
     for name, secs, what in rows:
         print("%-16s %9s  %s" % (name, "-" if secs is None else "%.0f s" % secs, what))
     print("%-16s %9s" % ("total", "%.0f s" % total))
+    if failed_log:
+        name, path = failed_log
+        lines = failure_lines(path)
+        print("\n===== why %s failed (the lines of %s that name a failure) =====" % (name, path))
+        print("\n".join(lines) if lines else "(none found: read the log)", flush=True)
     return rc
 
 

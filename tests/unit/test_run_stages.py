@@ -19,6 +19,8 @@ bgfail:
 \t@echo boom; exit 4
 down:
 \t@echo down >> order
+verify:
+\t@printf 'noise\\n  \\342\\224\\202 \\033[31mE   assert 1 == 2\\033[0m\\n  \\342\\224\\202 FAILED tests/test_x.py::test_y - assert 1 == 2\\nlab1 : ok=3 failed=0\\n'; exit 1
 """
 
 
@@ -53,3 +55,25 @@ def test_a_failed_background_target_prints_its_log_and_the_stage_still_runs(tmp_
     proc, order = run(tmp_path, "a", "b", "--background", "bgfail:b")
     assert "bgfail (background): FAILED (rc=" in proc.stdout and "boom" in proc.stdout
     assert order[-1] == "b" and proc.returncode == 0
+
+
+def test_the_end_of_the_output_says_why_a_stage_failed(tmp_path):
+    proc, order = run(tmp_path, "b", "verify", "a", "--finally", "down")
+    assert proc.returncode == 2 and order == ["b", "down"]
+    tail = proc.stdout.split("===== stages =====")[1]
+    why = tail.split("===== why verify failed")[1]
+    # the failure's lines, without colour codes nor molecule's frame; not the noise nor a clean recap
+    assert "E   assert 1 == 2" in why and "FAILED tests/test_x.py::test_y - assert 1 == 2" in why
+    assert "noise" not in why and "failed=0" not in why and "\x1b" not in why
+    # the stage's whole output is still printed as it comes, and kept in its log
+    assert "noise" in proc.stdout.split("===== stages =====")[0]
+    assert "noise" in (tmp_path / "logs" / "stage-verify.log").read_text()
+
+
+def test_failure_lines_are_capped(tmp_path):
+    sys.path.insert(0, str(REPO / "tests"))
+    import run_stages
+    log = tmp_path / "x.log"
+    log.write_text("".join("E   line %d\n" % i for i in range(100)))
+    lines = run_stages.failure_lines(str(log), limit=5)
+    assert lines == ["E   line 0", "E   line 1", "E   line 2", "E   line 3", "... and 96 more such lines"]
