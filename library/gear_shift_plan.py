@@ -142,7 +142,8 @@ unhealthy:
 rows:
   description:
     - Per host, sorted by name - host, group, rack, state, expected, target, action (up, down, none), method, why,
-      unhealthy, and since (UTC, when the host entered its state, kept from O(state_file) while it is unchanged).
+      unhealthy, back (see RV(back_hosts)), and since (UTC, when the host entered its state, kept from O(state_file)
+      while it is unchanged).
   returned: success
   type: list
   elements: dict
@@ -153,6 +154,14 @@ up_hosts:
   elements: str
 down_hosts:
   description: Hosts to put down.
+  returned: success
+  type: list
+  elements: str
+back_hosts:
+  description:
+    - Hosts that answer, belong to a group that is on and were parked by an earlier shift (O(state_file)) - woken
+      outside a shift (by hand, by their BMC). No power action; the shift puts them back in service as after a wake
+      (the in-service sleep policy, the health command, the undrain hook).
   returned: success
   type: list
   elements: str

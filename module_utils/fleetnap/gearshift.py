@@ -22,6 +22,12 @@ and that does not answer is *unhealthy*. If the shift would power anything down 
 unhealthy, the shift is refused: the target becomes gear r (every group on), the sleeping hosts
 are woken and nothing goes down. Unhealthy hosts themselves are never acted on, only reported.
 
+Woken outside a shift: a host the state file has parked (asleep or off) that answers now and
+belongs to a group that is on gets no power action but is put *back* in service (``back_hosts``;
+the wake phase runs gear_member's back and the undrain hook on it, as after a wake): someone
+woke it by hand, by its BMC or a stray magic packet, and it still runs with the park's runtime
+sleep settings and out of service.
+
 Pure standard library (runs inside a module on the controller, and in plain pytest).
 """
 
@@ -166,7 +172,7 @@ def _rows(hosts, groups_on, expected, unhealthy, parked=None, now=None, park_off
         group = int(h["group"])
         target = "on" if group in groups_on else "off"
         state = h["state"]
-        method, why = "", ""
+        method, why, back = "", "", False
         since = parked.get(name)
         tier2 = (park_off_after_s is not None and state == "asleep" and expected.get(name) == "off"
                  and since is not None and now - since > park_off_after_s and h.get("bmc_configured"))
@@ -178,6 +184,10 @@ def _rows(hosts, groups_on, expected, unhealthy, parked=None, now=None, park_off
             if action == "up":
                 method = ",".join(h["up_methods"])
                 why = "gear group %d is on in this gear" % group
+            elif expected.get(name) == "off":
+                back = True
+                why = ("woken outside a shift (the state file has it parked): put back in service "
+                       "(in-service sleep policy, health, undrain)")
         elif tier2:
             action = "down"
             method, why = park_method(name, h, since, now, park_off_after_s)
@@ -187,7 +197,7 @@ def _rows(hosts, groups_on, expected, unhealthy, parked=None, now=None, park_off
                 method, why = park_method(name, h)
         rows.append({"host": name, "group": group, "rack": h.get("rack") or "", "state": state,
                      "expected": expected.get(name, "on"), "target": target, "action": action,
-                     "method": method, "why": why, "unhealthy": name in unhealthy})
+                     "method": method, "why": why, "unhealthy": name in unhealthy, "back": back})
     return rows
 
 
@@ -264,6 +274,8 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
         "counts": counts,
         "up_hosts": [r["host"] for r in rows if r["action"] == "up"],
         "down_hosts": [r["host"] for r in rows if r["action"] == "down"],
+        # on already, but parked by an earlier shift and woken outside one: put back in service
+        "back_hosts": [r["host"] for r in rows if r.get("back")],
         "down_methods": dict((r["host"], r["method"]) for r in rows if r["action"] == "down"),
         # the hosts' power figures as given (fleetnap_power_w), for gear_energy to check and keep
         "power_w": dict((n, h["power_w"]) for n, h in hosts.items() if h.get("power_w") is not None),
@@ -331,7 +343,7 @@ def table(rows):
     head = ("HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD", "WHY")
     lines = [head]
     for r in rows:
-        action = r["action"] + (" (unhealthy)" if r.get("unhealthy") else "")
+        action = "back" if r.get("back") else r["action"] + (" (unhealthy)" if r.get("unhealthy") else "")
         lines.append((r["host"], str(r["group"]), r["rack"], r["state"], r["expected"], r["target"], action,
                       r["method"] or "-", r.get("why") or "-"))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]

@@ -115,8 +115,9 @@ class Lab:
     def redfish_fault(self, name: str, fault) -> None:
         labctl.redfish_fault(self.hosts[name], fault)
 
-    def restore(self, name: str) -> None:
-        """Bring a guest back to running with SSH, whatever state a test left it in."""
+    def restore(self, name: str) -> str:
+        """Bring a guest back to running with SSH, whatever state a test left it in; returns the
+        state it was found in (running, suspended, off)."""
         h = self.hosts[name]
         status = labctl.qmp_status(h)
         if status == "suspended":
@@ -125,6 +126,7 @@ class Lab:
             self.wait_for("%s's BMC to report off" % name, lambda: self.power(name) == "off", 60)
             labctl.ipmi(h, "chassis", "power", "on")
         labctl.wait_ssh(h, 300)
+        return status
 
     def record_timing(self, key: str, value) -> None:
         path = labctl.STATE / "timings.json"

@@ -122,6 +122,26 @@ def test_a_host_asleep_on_purpose_is_not_unhealthy():
     assert plan["direction"] == "mixed" and other in plan["down_hosts"]
 
 
+def test_a_parked_host_woken_outside_a_shift_is_put_back_in_service_not_woken():
+    """Parked by the last shift (expected off), answering now (woken by hand, by its BMC): in a
+    group that is on it gets no power action but is put back (back_hosts); in a group that stays
+    off it is parked again; a host that was on all along is neither."""
+    _g, on, off = gs.target_groups(3, 1, gear=2, day=DAY)
+    woken = sorted(n for n, h in LAB.items() if h["group"] in on)[0]
+    again = sorted(n for n, h in LAB.items() if h["group"] in off)[0]
+    plan = gs.plan_shift(fleet(), 3, 2, on, {woken: "off", again: "off"})
+    assert plan["result"] == "ok" and plan["back_hosts"] == [woken] and plan["up_hosts"] == []
+    assert again in plan["down_hosts"] and woken not in plan["down_hosts"]
+    row = next(r for r in plan["rows"] if r["host"] == woken)
+    assert row["action"] == "none" and row["back"] is True and "woken outside a shift" in row["why"]
+    assert plan["counts"]["up"] == 0
+    assert not any(r["back"] for r in plan["rows"] if r["host"] != woken)
+    line = next(x for x in gs.table(plan["rows"]).splitlines() if x.startswith(woken + " "))
+    assert " back " in line
+    # no state file: nobody was parked, nobody is put back
+    assert gs.plan_shift(fleet(), 3, 3, [1, 2, 3])["back_hosts"] == []
+
+
 def test_unhealthy_host_without_down_actions_is_degraded_and_left_alone():
     plan = gs.plan_shift(fleet({"lab1": "unknown"}), 3, 3, [1, 2, 3])
     assert plan["result"] == "degraded" and plan["unhealthy"] == ["lab1"] and plan["up_hosts"] == []
