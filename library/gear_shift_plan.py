@@ -165,6 +165,11 @@ back_hosts:
   returned: success
   type: list
   elements: str
+wake_phase_hosts:
+  description: RV(up_hosts) and RV(back_hosts) together, in the order of RV(rows) - every host the wake phase acts on.
+  returned: success
+  type: list
+  elements: str
 power_w:
   description: Host -> its power figures (C(power_w) of O(hosts), as given), for M(gear_energy).
   returned: success

@@ -276,6 +276,8 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
         "down_hosts": [r["host"] for r in rows if r["action"] == "down"],
         # on already, but parked by an earlier shift and woken outside one: put back in service
         "back_hosts": [r["host"] for r in rows if r.get("back")],
+        # every host the wake phase acts on (woken, or put back in service), in the plan's order
+        "wake_phase_hosts": [r["host"] for r in rows if r["action"] == "up" or r.get("back")],
         "down_methods": dict((r["host"], r["method"]) for r in rows if r["action"] == "down"),
         # the hosts' power figures as given (fleetnap_power_w), for gear_energy to check and keep
         "power_w": dict((n, h["power_w"]) for n, h in hosts.items() if h.get("power_w") is not None),
