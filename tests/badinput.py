@@ -25,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TARGET_PYTHON, VENV_BIN, snapshot_tree
+from conftest import REPO, VENV_BIN, snapshot_tree
 
 BOUND_S = 60       # every refusal comes well within this; Ansible's task timeout stops a hang there
+PEAK_RSS_MIB = 200  # a module's peak memory on any case (measured by tests/rsswrap.py)
+RSS_WRAPPER = REPO / "tests" / "rsswrap.py"
 TASK_TIMEOUT_S = 90
 NAN, INF = "nan", "inf"
 
@@ -84,11 +86,12 @@ def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=No
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     book = root / "table.yml"
     book.write_text(json.dumps(play, indent=1))   # JSON is YAML
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+    rss_log = root / "rss.log"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", FLEETNAP_RSS_LOG=str(rss_log),
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json")
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-M", str(REPO / "library"),
-           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, str(book)]
+           "-e", "ansible_python_interpreter=%s" % RSS_WRAPPER, str(book)]
     proc = subprocess.run(list(wrap) + cmd, capture_output=True, text=True, env=env, cwd=str(REPO),
                           timeout=TASK_TIMEOUT_S * len(table) + 120)
     start = proc.stdout.find("{")
@@ -100,9 +103,13 @@ def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=No
                              % (proc.returncode, proc.stdout, proc.stderr))
     assert len(ran) == len(table), "%d of %d cases ran\n%s" % (len(ran), len(table), proc.stderr)
     outcomes = []
+    rss = [int(x) for x in rss_log.read_text().split()] if rss_log.exists() else []
     for i, task in enumerate(ran):
         outcomes.append({"result": task["hosts"]["localhost"], "elapsed_s": _duration_s(task),
                          "unchanged": snapshot_tree(dirs[i]) == before[i], "dir": str(dirs[i])})
+    # One line per module run, in the order of the cases; the table's peak is checked for each case.
+    for out in outcomes:
+        out["peak_rss_mib"] = max(rss) / 1024.0 if rss else None
     state_after = state() if state else None
     _RESULTS[module] = {"cases": outcomes, "stderr": proc.stderr, "state_unchanged": state_before == state_after,
                         "state": (state_before, state_after)}
@@ -120,6 +127,8 @@ def assert_refused(table_run: dict, index: int, words: str) -> None:
                  str(res.get("module_stdout", "")), table_run["stderr"]):
         assert "Traceback" not in text, text
     assert out["elapsed_s"] < BOUND_S, out["elapsed_s"]
+    assert out["peak_rss_mib"] is not None, "no module run was measured (tests/rsswrap.py)"
+    assert out["peak_rss_mib"] < PEAK_RSS_MIB, "a module of the table peaked at %.0f MiB" % out["peak_rss_mib"]
     assert out["unchanged"], "the case's directory %s changed" % out["dir"]
     assert table_run["state_unchanged"], "the table changed the state it must leave alone: %r" % (table_run["state"],)
 

@@ -15,28 +15,15 @@ as read-only before it writes anything.
 from __future__ import annotations
 
 import errno
-import json
 import os
-import shutil
 import stat
-import tempfile
 
+from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap.fileio import FileWriteError, HostFsError, UnsafeFileError
+from ansible.module_utils.fleetnap.parse import ParseError, loads, parse_int
 
-class HostFsError(Exception):
-    """Something under the host root is missing, unreadable or not writable."""
-
-
-class FileWriteError(HostFsError, OSError):
-    """A file could not be written; the message names it (an OSError too, for callers that
-    handle those)."""
-
-
-def _fsync_dir(directory):
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+__all__ = ["HostFS", "HostFsError", "FileWriteError", "UnsafeFileError", "BatchWriteError", "SysfsBatch",
+           "write_file_atomic", "remove_path", "systemd_running", "kernel_cmdline"]
 
 
 class BatchWriteError(HostFsError):
@@ -50,7 +37,9 @@ class BatchWriteError(HostFsError):
 
 
 class HostFS(object):
-    """Reads and writes host files under a root prefix."""
+    """Reads and writes host files under a root prefix, through the file layer (fileio): no link
+    out of the root, no FIFO or device opened, bounded reads, strict text, one number parser and
+    one JSON loader."""
 
     def __init__(self, root="/"):
         self.root = os.path.abspath(root or "/")
@@ -61,8 +50,12 @@ class HostFS(object):
         return self.root == "/"
 
     def path(self, host_path):
-        """Host path (``/sys/...``) -> real path under the root."""
+        """Host path (``/sys/...``) -> path under the root (not yet resolved: see real())."""
         return os.path.join(self.root, host_path.lstrip("/"))
+
+    def real(self, host_path):
+        """The resolved path under the root; UnsafeFileError when a link leads out of it."""
+        return fileio.resolve(self.root, self.path(host_path)) if not self.live else self.path(host_path)
 
     def exists(self, host_path):
         return os.path.exists(self.path(host_path))
@@ -71,57 +64,78 @@ class HostFS(object):
         return os.path.isdir(self.path(host_path))
 
     def listdir(self, host_path):
+        """Sorted names in a directory under the root ([] when it is missing or unreadable); a
+        directory reached through a link out of the root raises UnsafeFileError."""
+        real = self.real(host_path)
         try:
-            return sorted(os.listdir(self.path(host_path)))
+            return sorted(os.listdir(real))
         except OSError:
             return []
 
-    def read(self, host_path, default=None):
+    def read_bytes(self, host_path, limit=fileio.VALUE):
+        """The file's bytes (at most limit), or None when it does not exist or cannot be read;
+        a file that must not be used (FIFO, device, link out of the root, too large) raises."""
+        try:
+            return fileio.read_bytes(self.path(host_path), limit, self.root)
+        except UnsafeFileError:
+            raise
+        except (IOError, OSError):
+            return None
+
+    def read(self, host_path, default=None, limit=fileio.VALUE):
         """Stripped text of a file, or ``default`` when it does not exist or cannot be read.
 
         Text that is not UTF-8 raises UnicodeDecodeError (every caller's handlers already know it)
-        with the file named in its reason, so the module's message says which file."""
-        real = self.path(host_path)
-        try:
-            with open(real, "rb") as fobj:
-                data = fobj.read()
-        except (IOError, OSError):
+        with the file named in its reason, so the module's message says which file; a file that
+        must not be used raises UnsafeFileError (an OSError and a ValueError too) naming it."""
+        data = self.read_bytes(host_path, limit)
+        if data is None:
             return default
         try:
             return data.decode("utf-8").strip()
         except UnicodeDecodeError as exc:
             raise UnicodeDecodeError(exc.encoding, exc.object, exc.start, exc.end,
-                                     "%s is not UTF-8 text (byte %d)" % (real, exc.start))
+                                     "%s is not UTF-8 text (byte %d)" % (self.path(host_path), exc.start))
 
-    def read_int(self, host_path, default=None):
+    def read_int(self, host_path, default=None, lo=None, hi=None):
+        """A whole number in ASCII digits, or ``default`` when the file is missing or holds no
+        number; one beyond any sane value (or out of lo..hi) raises UnsafeFileError naming it."""
         text = self.read(host_path)
-        if text is None:
+        if text is None or not text.lstrip("+-").isascii() or not text.lstrip("+-").isdigit():
             return default
         try:
-            return int(text)
-        except ValueError:
-            return default
+            return parse_int(text, self.path(host_path), lo, hi)
+        except ParseError as exc:
+            raise UnsafeFileError(str(exc))
 
-    def read_json(self, host_path, default=None):
-        text = self.read(host_path)
-        if not text:
+    def read_json(self, host_path, default=None, limit=fileio.RECORD):
+        """The JSON document in a file (bounded in size and depth, strict), or ``default`` when it
+        is missing or empty; anything wrong raises HostFsError naming the file."""
+        data = self.read_bytes(host_path, limit)
+        if data is None or not data.strip():
             return default
         try:
-            return json.loads(text)
-        except ValueError:
-            raise HostFsError("%s is not valid JSON: remove or repair it" % self.path(host_path))
+            return loads(data, self.path(host_path), limit)
+        except ParseError as exc:
+            raise UnsafeFileError("%s: remove or repair it" % exc)
 
     def writable_problem(self, host_path):
         """None if ``host_path`` is a writable attribute/file, else why not (a sentence)."""
         real = self.path(host_path)
         try:
+            if not self.live:
+                fileio.resolve(self.root, real)
             st = os.stat(real)
+        except UnsafeFileError as exc:
+            return str(exc)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return "%s does not exist" % real
             return "%s cannot be examined: %s" % (real, exc.strerror)
         if stat.S_ISDIR(st.st_mode):
             return "%s is a directory" % real
+        if not stat.S_ISREG(st.st_mode):
+            return "%s is %s, not a regular file" % (real, fileio._kind(st.st_mode))
         if not st.st_mode & 0o222:
             return "%s is read-only (mode %o)" % (real, stat.S_IMODE(st.st_mode))
         if not os.access(real, os.W_OK):
@@ -130,15 +144,7 @@ class HostFS(object):
 
     def write_raw(self, host_path, value):
         """One write(2) of ``value``, as the kernel expects for sysfs attributes."""
-        real = self.path(host_path)
-        data = value if isinstance(value, bytes) else str(value).encode()
-        fd = os.open(real, os.O_WRONLY | os.O_TRUNC)
-        try:
-            written = os.write(fd, data)
-            if written != len(data):
-                raise OSError(errno.EIO, "short write (%d of %d bytes)" % (written, len(data)))
-        finally:
-            os.close(fd)
+        fileio.write_value(self.path(host_path), value, self.root)
 
 
 class SysfsBatch(object):
@@ -223,61 +229,16 @@ class SysfsBatch(object):
 
 
 def write_file_atomic(fs, host_path, content, mode=0o644, module=None):
-    """Write a regular file beside its target and rename it into place.
+    """Write a regular file beside its target and rename it into place (fileio.atomic_write:
+    exclusive temporary file, fsync, rename, fsync of the directory, nothing out of the root).
 
-    Returns True when the content (or mode) changed. Uses ``module.atomic_move`` when a module is
-    given (SELinux contexts, ownership), else ``os.rename``.
-    """
-    real = fs.path(host_path)
-    data = content.encode() if isinstance(content, str) else content
-    try:
-        with open(real, "rb") as fobj:
-            if fobj.read() == data and stat.S_IMODE(os.stat(real).st_mode) == mode:
-                return False
-    except (IOError, OSError):
-        pass
-    directory = os.path.dirname(real)
-    try:
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(prefix=".fleetnap-", dir=directory)
-    except (IOError, OSError) as exc:
-        raise FileWriteError("cannot write %s: %s" % (real, exc.strerror or exc))
-    try:
-        # Synced before and after the rename: a host suspended or powered off right after this
-        # keeps either the old file or the new one, never an empty one.
-        with os.fdopen(fd, "wb") as fobj:
-            fobj.write(data)
-            fobj.flush()
-            os.fsync(fobj.fileno())
-        os.chmod(tmp, mode)
-        if module is not None:
-            module.atomic_move(tmp, real)
-            os.chmod(real, mode)
-        else:
-            os.rename(tmp, real)
-        _fsync_dir(directory)
-    except (IOError, OSError) as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise FileWriteError("cannot write %s: %s" % (real, exc.strerror or exc))
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
+    Returns True when the content (or mode) changed; FileWriteError names the path otherwise."""
+    return fileio.atomic_write(fs.path(host_path), content, mode, fs.root, module)
 
 
 def remove_path(fs, host_path):
-    """Remove a file or symlink if present; True when something was removed."""
-    real = fs.path(host_path)
-    if os.path.islink(real) or os.path.isfile(real):
-        os.unlink(real)
-        return True
-    if os.path.isdir(real):
-        shutil.rmtree(real)
-        return True
-    return False
+    """Remove a file or symlink if present (never a directory); True when something was removed."""
+    return fileio.remove(fs.path(host_path), fs.root)
 
 
 def systemd_running(fs):

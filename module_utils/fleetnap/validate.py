@@ -24,6 +24,9 @@ import math
 import os
 import re
 
+from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap.parse import MAX_DIGITS, ParseError, loads
+
 
 class ParamError(ValueError):
     """An option's value that the module must refuse (the message names the option)."""
@@ -39,6 +42,11 @@ def number(lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
     def check(opt, value):
         if isinstance(value, bool):
             raise ParamError("option %s: must be a number, got %s" % (opt, _show(value)))
+        if isinstance(value, int) and abs(value) >= 10 ** MAX_DIGITS:
+            raise ParamError("option %s: a number of %d digits is beyond any value it takes"
+                             % (opt, len(str(abs(value)))))
+        if isinstance(value, str) and (not value.strip().isascii() or len(value) > MAX_DIGITS + 20):
+            raise ParamError("option %s: must be a number in ASCII digits, got %s" % (opt, _show(value)))
         if not isinstance(value, (int, float)):
             try:
                 value = float(value)
@@ -163,30 +171,34 @@ def check_params(module, checks):
 
 
 def read_text_file(real_path, what="file", limit=16 * 1024 * 1024):
-    """A text file's content, strictly UTF-8 and at most limit bytes; errors name the path.
-    Raises ParamError (a file fleetnap reads is input too)."""
+    """A text file's content through the file layer (a regular file, at most limit bytes, strictly
+    UTF-8); errors name the path. Raises ParamError (a file fleetnap reads is input too)."""
     try:
-        with open(real_path, "rb") as fobj:
-            data = fobj.read(limit + 1)
+        return fileio.read_text(real_path, limit, what=what)
+    except fileio.UnsafeFileError as exc:
+        raise ParamError(str(exc))
     except (IOError, OSError) as exc:
         raise ParamError("cannot read %s %s: %s" % (what, real_path, exc.strerror or exc))
-    if len(data) > limit:
-        raise ParamError("%s %s is larger than %d bytes" % (what, real_path, limit))
+
+
+def read_json_file(real_path, what="file", limit=16 * 1024 * 1024):
+    """The JSON document in a file (bounded in size and depth, strict: parse.loads); ParamError
+    naming the file otherwise."""
+    text = read_text_file(real_path, what, limit)
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParamError("%s %s is not UTF-8 text (byte %d): repair or remove it"
-                         % (what, real_path, exc.start))
+        return loads(text, "%s %s" % (what, real_path), limit)
+    except ParseError as exc:
+        raise ParamError(str(exc))
 
 
 def under_root(root, host_path):
     """The real path of host_path under root, refusing one that leaves root (.. or a symlink
     pointing outside it)."""
     base = os.path.realpath(root or "/")
-    real = os.path.realpath(os.path.join(base, host_path.lstrip("/")))
-    if base != "/" and real != base and not real.startswith(base + os.sep):
-        raise ParamError("%s leaves the root %s (resolves to %s)" % (host_path, base, real))
-    return real
+    try:
+        return fileio.resolve(base, os.path.join(base, host_path.lstrip("/")), host_path)
+    except fileio.UnsafeFileError as exc:
+        raise ParamError(str(exc))
 
 
 # --- added on harden-b ---
