@@ -30,7 +30,7 @@ def test_a_file_where_a_directory_should_be(tmp_path):
 
 def test_a_directory_where_the_file_should_be(tmp_path):
     (tmp_path / "etc/x.json").mkdir(parents=True)
-    with pytest.raises(FileWriteError, match="cannot write %s/etc/x.json: Is a directory" % tmp_path):
+    with pytest.raises(FileWriteError, match="cannot write {0}/etc/x.json: {0}/etc/x.json is a directory; nothing was written".format(tmp_path)):
         write_file_atomic(HostFS(str(tmp_path)), "/etc/x.json", "{}\n")
     assert os.listdir(tmp_path / "etc") == ["x.json"]        # no temporary file left
 
