@@ -320,7 +320,6 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
 from ansible.module_utils.fleetnap.observe import compile_greeting
-from ansible.module_utils.fleetnap.parse import boolean
 from ansible.module_utils.fleetnap.secrets import guard, refuse_command_line
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, number, path
 from ansible.module_utils.fleetnap.wave import Probe, Wave
@@ -383,11 +382,11 @@ def check_wave_hosts(action, hosts):
         if h.get("since") is not None and action != "down":
             raise ParamError("%s.since: only with action=down" % where)
         said = h.get("said")
-        if said is not None and said.get("skipped") is not None:
-            try:
-                said["skipped"] = boolean(said["skipped"], "%s.said.skipped" % where)
-            except ValueError as exc:
-                raise ParamError(str(exc))
+        # A registered result's flags are real booleans: anything else is refused, never read by
+        # its truthiness (skipped "no" would otherwise skip every check and schedule nothing).
+        for key in ("unreachable", "skipped"):
+            if said is not None and said.get(key) is not None and not isinstance(said[key], bool):
+                raise ParamError("%s.said.%s: must be true or false, got %r" % (where, key, said[key]))
         if said is not None and not said.get("skipped"):
             if action != "down" or h["down_method"] != "suspend":
                 raise ParamError("%s.said: only with action=down and down_method suspend" % where)
@@ -397,12 +396,6 @@ def check_wave_hosts(action, hosts):
             for key in ("stdout", "msg"):
                 if said.get(key) is not None and (not isinstance(said[key], str) or len(said[key]) > 65536):
                     raise ParamError("%s.said.%s: must be text of at most 65536 characters" % (where, key))
-            for key in ("unreachable", "skipped"):
-                if said.get(key) is not None:
-                    try:
-                        said[key] = boolean(said[key], "%s.said.%s" % (where, key))
-                    except ValueError as exc:
-                        raise ParamError(str(exc))
 
 
 def main():

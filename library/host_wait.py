@@ -40,7 +40,7 @@ options:
     description:
       - What the service's first bytes must match; empty = a TCP connect is enough.
       - Text without metacharacters is a literal (V(^SSH-) a prefix, V(SSH-) anywhere in the
-        greeting): what an SSH server's greeting needs, without a regular expression.
+        greeting) - what an SSH server's greeting needs, without a regular expression.
       - Otherwise a Python regular expression, compiled before the first probe (a bad one fails
         naming this option) and matched against the first 128 characters of the greeting. Shapes
         that can make a match take for ever are refused - a back-reference, a quantifier or an

@@ -383,17 +383,19 @@ def _state_hosts(path):
     try:
         data = read_optional(path, STATE_LIMIT, what="state file")
     except UnsafeFileError as e:
-        raise ShiftError("%s: fix or remove it" % e)
+        raise ShiftError("state file %s is unreadable (%s): fix or remove it" % (path, e))
     except (OSError, IOError) as e:
         raise ShiftError("state file %s is unreadable (%s): fix or remove it; the next shift then "
                          "expects every host on" % (path, e.strerror or e))
     if data is None:
         return {}
     try:
-        doc = loads(data, "its text", limit=STATE_LIMIT)
+        doc = loads(data, "state file %s" % path, limit=STATE_LIMIT)
     except ParseError as e:
-        raise ShiftError("state file %s is unreadable (%s): fix or remove it; the next shift then "
-                         "expects every host on" % (path, e))
+        text = str(e)
+        if " is not valid JSON" in text:
+            text = text.replace(" is not valid JSON", " is unreadable (not valid JSON", 1) + ")"
+        raise ShiftError("%s: fix or remove it; the next shift then expects every host on" % text)
     hosts = doc.get("hosts") if isinstance(doc, dict) else None
     if not isinstance(hosts, dict):
         raise ShiftError("state file %s has no 'hosts' object: fix or remove it" % path)

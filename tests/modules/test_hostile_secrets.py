@@ -206,6 +206,9 @@ def cases(tmp, pki, stubs, prom, greet_port):
          {"gear_wave": dict(wave, action="down", down_timeout=0.5, silent_for=0,
                             hosts=[dict(host, said={"rc": 3, "stdout": "x" * 290 + PASSWORD, "msg": PASSWORD})])},
          None),
+        ("gear_wave: said.skipped 'no' is refused, not read as true",
+         {"gear_wave": dict(wave, action="down", hosts=[dict(host, said={"rc": 1, "skipped": "no"})])},
+         "option hosts[0].said.skipped: must be true or false"),
     ]
     for kind in ("PowerState list", "PowerState dict", "ActionInfo Parameters a number", "ExtendedInfo a number",
                  "task Messages a number"):
