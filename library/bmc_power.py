@@ -174,11 +174,11 @@ commands:
   sample: [{command: chassis power status, start: 1714557600.1, end: 1714557600.13, waited_s: 0, rc: 0}]
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.ipmi import Bmc, IpmiError
+from ansible.module_utils.fleetnap.secrets import guard, refuse_command_line, unused_env_hint
 from ansible.module_utils.fleetnap.validate import check_params, name, number, path
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
@@ -222,13 +222,14 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # Every result, message and warning scrubbed of every form of the password; a password on a
+    # command line (a task's environment:) refused before anything is sent.
+    guard(module, [p["bmc_password"]])
+    refuse_command_line(module, {"bmc_password": p["bmc_password"]})
     started = time.time()
     check_params(module, CHECKS)
     if not p["bmc_password"]:
-        hint = ""
-        if os.environ.get("FLEETNAP_BMC_PASSWORD") or os.environ.get("IPMI_PASSWORD"):
-            hint = (" (FLEETNAP_BMC_PASSWORD/IPMI_PASSWORD in the module's environment is not used: a task's "
-                    "environment: puts it on a command line)")
+        hint = unused_env_hint(("FLEETNAP_BMC_PASSWORD", "IPMI_PASSWORD"))
         module.fail_json(msg="no password for BMC %s:%d: give bmc_password, for example from the controller's "
                              "environment with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')%s"
                              % (p["bmc_host"], p["bmc_port"], hint))

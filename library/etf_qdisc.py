@@ -189,8 +189,8 @@ import sys
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.sysfs import HostFS, remove_path, systemd_running, write_file_atomic
 from ansible.module_utils.fleetnap.tc import (
-    MAX_QUEUES, TcError, commands, current_view, desired_view, is_default, is_ours, json_keys, needs_rebuild,
-    validate,
+    MAX_QUEUES, TcError, check_show, commands, current_view, desired_view, is_default, is_ours, json_keys,
+    needs_rebuild, validate,
 )
 from ansible.module_utils.fleetnap.validate import all_of, check_params, items, name, names, number, numbers
 
@@ -251,7 +251,9 @@ class Tc(object):
         if rc != 0:
             self.module.fail_json(msg="tc -j qdisc show dev %s failed: %s" % (self.device, err.strip()))
         try:
-            return json.loads(out or "[]")
+            return check_show(json.loads(out or "[]"), self.device)
+        except TcError as exc:      # JSON of another shape than tc's: named, not a traceback
+            self.module.fail_json(msg=str(exc))
         except ValueError:
             self.module.fail_json(msg="tc -j qdisc show dev %s printed no JSON (iproute2 too old?): %s"
                                   % (self.device, out[:200]))

@@ -87,6 +87,9 @@ options:
             rack, methods and power figures).
           - Returned with the observation, as keys of the host's entry in RV(hosts) beside what was seen (a key that
             names an observation field is refused).
+          - Keys that name a credential (any depth; a name with password, passwd, passphrase, secret, token,
+            credential, auth, cookie, session id, or private/api/access/ssh/bmc key in it) are left out of
+            the result, with a warning naming them (not their values).
         type: dict
         default: {}
   probe_timeout:
@@ -166,6 +169,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
 from ansible.module_utils.fleetnap.gearshift import ShiftError, read_states
 from ansible.module_utils.fleetnap.observe import OBSERVED, observe
+from ansible.module_utils.fleetnap.secrets import drop_credentials, guard, refuse_command_line
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
 CHECKS = {
@@ -199,12 +203,24 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # Every result scrubbed of every form of every host's BMC password (a BMC's error text that
+    # repeats it included); a password on a command line refused before any BMC is asked.
+    guard(module, [h.get("bmc_password") for h in p["hosts"]])
     check_params(module, CHECKS)
     try:
         check_hosts(p["hosts"])
         recorded = read_states(p["state_file"]) if p["state_file"] else {}
     except (ParamError, ShiftError) as exc:
         module.fail_json(msg=str(exc))
+    refuse_command_line(module, dict(("hosts[%d].bmc_password" % i, h.get("bmc_password"))
+                                     for i, h in enumerate(p["hosts"]) if h.get("bmc_password")))
+    dropped = []
+    for i, h in enumerate(p["hosts"]):
+        h["inventory"], gone = drop_credentials(h["inventory"] or {})
+        dropped += ["hosts[%d].inventory.%s" % (i, k) for k in gone]
+    if dropped:
+        module.warn("left out of the result, as they name credentials: %s%s"
+                    % (", ".join(dropped[:10]), " and %d more" % (len(dropped) - 10) if len(dropped) > 10 else ""))
     parked = set(n for n, h in recorded.items() if h.get("state") in ("asleep", "off"))
     started = time.time()
     with_bmc = [h for h in p["hosts"] if h.get("bmc_address") and h["bmc_protocol"] == "ipmi"]

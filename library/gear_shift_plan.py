@@ -37,6 +37,8 @@ options:
         answer is C(unknown).
       - C(bmc_error) (why the BMC did not answer) and C(bmc_endpoint) (its C(address:port)) name a
         BMC in RV(bmc_check), as M(gear_observe) returns them.
+      - C(ssh), C(bmc_configured) and C(s3.ok) are booleans - true/false or Ansible's words (V(yes)/V(no),
+        V(1)/V(0), V(on)/V(off)); V("0") and V("no") are false, anything else is refused naming the host.
     type: dict
     required: true
   replicas:
@@ -257,9 +259,9 @@ def main():
         out = plan_from(p["hosts"], p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day,
                         state_file=p["state_file"], resume_dir=p["resume_dir"],
                         park_off_after_h=p["park_off_after_h"])
+        out["bmc_check"] = bmc_check(p["hosts"], out)
     except (ShiftError, GearError) as e:
         module.fail_json(msg=str(e))
-    out["bmc_check"] = bmc_check(p["hosts"], out)
     module.exit_json(changed=False, **out)
 
 

@@ -202,7 +202,12 @@ options:
     type: float
     default: 0.2
   greeting:
-    description: Regular expression the service's first bytes must match; empty = a connection is enough.
+    description:
+      - What the service's first bytes must match; empty = a connection is enough. Text without
+        metacharacters is a literal (V(^SSH-) a prefix); otherwise a regular expression compiled
+        before any host is acted on (a bad one fails the call naming this option) and matched
+        against the first 128 characters, of the shapes M(host_wait) allows (no back-reference,
+        no quantifier or alternation inside a quantified group, at most three repeating quantifiers).
     type: str
     default: "^SSH-"
   cycle_unresponsive:
@@ -314,6 +319,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
+from ansible.module_utils.fleetnap.observe import compile_greeting
+from ansible.module_utils.fleetnap.secrets import guard, refuse_command_line
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, number, path
 from ansible.module_utils.fleetnap.wave import Probe, Wave
 from ansible.module_utils.fleetnap.wol import WolError, build_packet, normalize_mac, resolve, send_packets
@@ -375,6 +382,11 @@ def check_wave_hosts(action, hosts):
         if h.get("since") is not None and action != "down":
             raise ParamError("%s.since: only with action=down" % where)
         said = h.get("said")
+        # A registered result's flags are real booleans: anything else is refused, never read by
+        # its truthiness (skipped "no" would otherwise skip every check and schedule nothing).
+        for key in ("unreachable", "skipped"):
+            if said is not None and said.get(key) is not None and not isinstance(said[key], bool):
+                raise ParamError("%s.said.%s: must be true or false, got %r" % (where, key, said[key]))
         if said is not None and not said.get("skipped"):
             if action != "down" or h["down_method"] != "suspend":
                 raise ParamError("%s.said: only with action=down and down_method suspend" % where)
@@ -384,9 +396,6 @@ def check_wave_hosts(action, hosts):
             for key in ("stdout", "msg"):
                 if said.get(key) is not None and (not isinstance(said[key], str) or len(said[key]) > 65536):
                     raise ParamError("%s.said.%s: must be text of at most 65536 characters" % (where, key))
-            for key in ("unreachable", "skipped"):
-                if said.get(key) is not None and not isinstance(said[key], bool):
-                    raise ParamError("%s.said.%s: must be true or false, got %r" % (where, key, said[key]))
 
 
 def main():
@@ -428,11 +437,18 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # Every result scrubbed of every form of every host's BMC password (a BMC's or a suspend
+    # command's text that repeats it included); a password on a command line refused.
+    scrubber = guard(module, [h.get("bmc_password") for h in p["hosts"]])
     check_params(module, CHECKS)
     try:
+        # A bad greeting is a bad option, before any host is woken (not a failed wake per host).
+        greeting = compile_greeting(p["greeting"])
         check_wave_hosts(p["action"], p["hosts"])
-    except ParamError as exc:
+    except (ParamError, ValueError) as exc:
         module.fail_json(msg=str(exc))
+    refuse_command_line(module, dict(("hosts[%d].bmc_password" % i, h.get("bmc_password"))
+                                     for i, h in enumerate(p["hosts"]) if h.get("bmc_password")))
     started = time.time()
     names = [h["name"] for h in p["hosts"]]
     if module.check_mode or not p["hosts"]:
@@ -457,11 +473,13 @@ def main():
     hosts = []
     for h in p["hosts"]:
         entry = dict((k, v) for k, v in h.items() if k != "bmc_password")
+        if entry.get("said") is not None:   # a command's output: scrubbed before it is read or cut short
+            entry["said"] = scrubber.value(entry["said"])
         entry["bmc"] = bmc_for(h, runner, ipmitool, [timeout_bin] if timeout_bin else None,
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])
         hosts.append(entry)
-    probe = Probe(greeting=p["greeting"], connect_timeout=p["connect_timeout"], probe_timeout=p["probe_timeout"],
+    probe = Probe(greeting=greeting, connect_timeout=p["connect_timeout"], probe_timeout=p["probe_timeout"],
                   interval=p["interval"])
     wave = Wave(probe, send_wol, bmc_concurrency=p["bmc_concurrency"], concurrency=p["concurrency"],
                 wol_timeout=p["wol_timeout"], ipmi_timeout=p["ipmi_timeout"], down_timeout=p["down_timeout"],

@@ -37,7 +37,14 @@ options:
     choices: [answering, silent]
     default: answering
   greeting:
-    description: Regular expression the service's first bytes must match; empty = a TCP connect is enough.
+    description:
+      - What the service's first bytes must match; empty = a TCP connect is enough.
+      - Text without metacharacters is a literal (V(^SSH-) a prefix, V(SSH-) anywhere in the
+        greeting) - what an SSH server's greeting needs, without a regular expression.
+      - Otherwise a Python regular expression, compiled before the first probe (a bad one fails
+        naming this option) and matched against the first 128 characters of the greeting. Shapes
+        that can make a match take for ever are refused - a back-reference, a quantifier or an
+        alternation inside a quantified group (V(^(a+\)+$)), more than three repeating quantifiers.
     type: str
     default: "^SSH-"
   since:
@@ -98,12 +105,19 @@ probes:
   description: Number of probes made.
   returned: always
   type: int
+last_probe:
+  description:
+    - What the last probe saw, in words - C(no connection (...)), C(connected, no greeting within N s),
+      or C(answered "TEXT"...) with the service's first line (printable ASCII, at most 80 characters).
+  returned: always
+  type: str
+  sample: answered "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3"
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.observe import answers
+from ansible.module_utils.fleetnap.observe import compile_greeting, probe
 from ansible.module_utils.fleetnap.validate import check_params, name, number
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
@@ -135,6 +149,10 @@ def main():
     )
     p = module.params
     check_params(module, CHECKS)
+    try:
+        greeting = compile_greeting(p["greeting"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc), probes=0, last_probe="")
     start = time.time()
     since = p["since"] if p["since"] is not None else start
     deadline = start + p["timeout"]
@@ -142,10 +160,10 @@ def main():
     while True:
         probes += 1
         probe_start = time.time()
-        ok = answers(p["host"], p["port"], p["greeting"], min(p["probe_timeout"], p["timeout"]))
+        ok, seen = probe(p["host"], p["port"], greeting, min(p["probe_timeout"], p["timeout"]))
         now = time.time()
         if p["state"] == "answering" and ok:
-            module.exit_json(changed=False, elapsed_s=round(now - since, 3), at=now, probes=probes)
+            module.exit_json(changed=False, elapsed_s=round(now - since, 3), at=now, probes=probes, last_probe=seen)
         if p["state"] == "silent":
             if ok:
                 silent_since = None
@@ -153,11 +171,15 @@ def main():
                 silent_since = probe_start
             if silent_since is not None and now - silent_since >= p["silent_for"]:
                 module.exit_json(changed=False, elapsed_s=round(silent_since - since, 3), at=silent_since,
-                                 probes=probes)
+                                 probes=probes, last_probe=seen)
         if now >= deadline:
+            if p["state"] == "answering" and seen.startswith("answered"):
+                module.fail_json(msg="%s:%d answered within %g s but not with the greeting expected (%d probes; "
+                                     "last probe: %s): check greeting, or that this port is the service meant"
+                                 % (p["host"], p["port"], p["timeout"], probes, seen), probes=probes, last_probe=seen)
             module.fail_json(msg="%s:%d did not become %s within %g s (%d probes; last probe: %s)"
                              % (p["host"], p["port"], p["state"], p["timeout"], probes,
-                                "answering" if ok else "no answer"), probes=probes)
+                                "answering" if ok else seen), probes=probes, last_probe=seen)
         time.sleep(p["interval"])
 
 

@@ -384,38 +384,77 @@ def _read_rows(reader, path, peaks, cap, r):
 PROM_MAX_POINTS = 11000
 
 
+PROM_MAX_ANSWER = 64 * 1024 * 1024     # 11,000 points x 4 series is a few MB
+
+
+def _prom_parse():
+    # Imported here, not at the top: the Prometheus part's own dependencies (the CSV part of this
+    # file is edited independently).
+    from ansible.module_utils.fleetnap import parse
+    from ansible.module_utils.fleetnap.secrets import Scrubber
+    return parse, Scrubber
+
+
+def _prom_sample(pair, query):
+    """(timestamp, value) of one sample [unix_time, "value"], or GearError naming the sample.
+    The value may be NaN (no data at that step); the timestamp must be a finite number."""
+    if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+        raise GearError("Prometheus query %r: bad sample %s (expected [unix_time, \"value\"])"
+                        % (query, repr(pair)[:80]))
+    try:
+        ts = _prom_parse()[0].number_of(pair[0], "the sample's time", lo=0, hi=4102444800)
+    except ValueError as e:
+        raise GearError("Prometheus query %r: bad sample %s (expected [unix_time, \"value\"]): %s"
+                        % (query, repr(pair)[:80], e))
+    raw = pair[1]
+    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)) or (isinstance(raw, str) and len(raw) > 64):
+        raise GearError("Prometheus query %r: bad sample %s (expected [unix_time, \"value\"])"
+                        % (query, repr(pair)[:80]))
+    try:
+        value = float(raw)
+    except (ValueError, OverflowError):
+        raise GearError("Prometheus query %r: bad sample %s (its value is not a number)" % (query, repr(pair)[:80]))
+    return float(ts), value
+
+
 def prom_matrix_to_series(payload, query):
     """{timestamp: value} from a /api/v1/query_range response (dict or JSON text).
 
-    Several series in the result are summed (fleet totals); NaN samples are skipped.
+    Several series in the result are summed (fleet totals); NaN samples are skipped. The answer
+    is checked against the shape read here (data.result a list of series, each with a values
+    list of [unix_time, "value"] pairs): a wrong one is a GearError naming the query and field.
     """
     if isinstance(payload, (bytes, str)):
         try:
-            payload = json.loads(payload)
+            payload = _prom_parse()[0].loads(payload, "Prometheus answer to %r" % (query,), limit=PROM_MAX_ANSWER)
         except ValueError as e:
             raise GearError("Prometheus answer to %r is not JSON: %s" % (query, e))
     if not isinstance(payload, dict):
         raise GearError("Prometheus answer to %r is not a JSON object" % (query,))
     if payload.get("status") != "success":
         raise GearError("Prometheus query %r failed: %s: %s"
-                        % (query, payload.get("errorType", "error"), payload.get("error", payload.get("status"))))
+                        % (query, str(payload.get("errorType", "error"))[:100],
+                           str(payload.get("error", payload.get("status")))[:300]))
     data = payload.get("data")
     if not isinstance(data, dict) or data.get("resultType") != "matrix":
         raise GearError("Prometheus query %r did not return a range vector (resultType matrix, got %r); "
                         "use /api/v1/query_range with a query that yields series"
                         % (query, data.get("resultType") if isinstance(data, dict) else data))
+    result = data.get("result")
+    if result is None:
+        result = []
+    if not isinstance(result, list):
+        raise GearError("Prometheus query %r: data.result is %s, not a list of series"
+                        % (query, type(result).__name__))
     out = {}
-    for series in data.get("result") or []:
+    for i, series in enumerate(result):
         values = series.get("values") if isinstance(series, dict) else None
         if not isinstance(values, list):
-            raise GearError("Prometheus query %r: a series has no 'values' list" % (query,))
+            raise GearError("Prometheus query %r: series %d has no 'values' list (%s)"
+                            % (query, i, "values is %s" % type(values).__name__ if isinstance(series, dict)
+                                         else "the series is %s, not an object" % type(series).__name__))
         for pair in values:
-            try:
-                ts = float(pair[0])
-                value = float(pair[1])
-            except (TypeError, ValueError, IndexError):
-                raise GearError("Prometheus query %r: bad sample %r (expected [unix_time, \"value\"])"
-                                % (query, pair))
+            ts, value = _prom_sample(pair, query)
             if math.isnan(value):  # no data at this step (e.g. rate() over a gap)
                 continue
             if value < 0 or math.isinf(value):
@@ -487,6 +526,7 @@ def prom_fetch(url, query, start, end, step, timeout=30.0, token=None, opener=No
     from urllib.request import Request
     from urllib.error import HTTPError, URLError
     opener = opener or _open_url
+    scrub = _prom_parse()[1](token)         # an answer that repeats the token shows none of its forms
     base = url.rstrip("/") + "/api/v1/query_range"
     series = {}
     for w_start, w_end in prom_windows(start, last, step):
@@ -497,22 +537,25 @@ def prom_fetch(url, query, start, end, step, timeout=30.0, token=None, opener=No
             req.add_header("Authorization", "Bearer %s" % token)
         try:
             resp = opener(req, timeout=timeout)
-            text = resp.read()
+            text = resp.read(PROM_MAX_ANSWER + 1)
         except HTTPError as e:
             detail = ""
             try:
-                detail = e.read().decode("utf-8", "replace")
+                detail = scrub.text(e.read(65536).decode("utf-8", "replace"))   # before it is cut short
             except Exception:
                 pass
             try:  # the API explains errors as {"status": "error", "errorType": ..., "error": ...}
-                err = json.loads(detail)
-                detail = "%s: %s" % (err["errorType"], err["error"])
+                err = _prom_parse()[0].loads(detail, "the error")
+                detail = "%s: %s" % (str(err["errorType"])[:100], str(err["error"])[:300])
             except (ValueError, KeyError, TypeError):
                 detail = detail[:300]
             raise GearError("Prometheus at %s answered HTTP %s for %r: %s" % (base, e.code, query, detail))
         except (URLError, OSError) as e:
             raise GearError("cannot reach Prometheus at %s: %s (check prometheus_url)"
-                            % (base, getattr(e, "reason", e)))
+                            % (base, scrub.text(getattr(e, "reason", e))))
+        if isinstance(text, bytes) and len(text) > PROM_MAX_ANSWER:
+            raise GearError("Prometheus answer to %r is larger than %d bytes; use a shorter range or a larger step"
+                            % (query, PROM_MAX_ANSWER))
         series.update(prom_matrix_to_series(text, query))
     return series
 

@@ -34,12 +34,13 @@ Pure standard library (runs inside a module on the controller, and in plain pyte
 from __future__ import absolute_import, division, print_function
 
 import calendar
-import json
 import os
 import time
 from datetime import date as dt_date
 
+from ansible.module_utils.fleetnap.fileio import UnsafeFileError, read_optional
 from ansible.module_utils.fleetnap.gear import GearError, groups_for
+from ansible.module_utils.fleetnap.parse import ParseError, boolean, loads
 
 POWER_STATES = ("on", "asleep", "off", "unknown")
 DOWN_METHODS = ("suspend", "soft", "off")
@@ -115,6 +116,18 @@ def _check_hosts(hosts, replicas):
                          "power nothing (check fleetnap_gear_group and the target pattern)" % (empty, replicas))
 
 
+def _flag(h, key, name):
+    """h[key] as a boolean: a real one or Ansible's words ("0", "no" are false), never the
+    truthiness of a string; absent or null is false. ShiftError naming the host and field."""
+    value = h.get(key) if isinstance(h, dict) else None
+    if value is None:
+        return False
+    try:
+        return boolean(value, "host %s: %s" % (name, key))
+    except ParseError as e:
+        raise ShiftError(str(e))
+
+
 def _group(value):
     """A gear group as an int: an int (not a bool) or a string of digits; None otherwise."""
     if isinstance(value, bool):
@@ -138,7 +151,7 @@ def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
     ``parked_since`` (epoch s, a host asleep by plan) and ``park_off_after_s``: the second tier,
     a host in S3 for longer than that is moved on to power-off by its BMC.
     """
-    bmc = bool(h.get("bmc_configured"))
+    bmc = _flag(h, "bmc_configured", name)
     if parked_since is not None:
         hours = (now - parked_since) / 3600.0
         return "off", ("in S3 for %.1f h, longer than gear_shift_park_off_after_h %.4g h: moved on to power-off by its BMC"
@@ -151,7 +164,7 @@ def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
         return "soft", ("no Wake-on-LAN among its wake methods (%s): a BMC's power-on does not wake a host from S3; "
                         "soft-off by its BMC, which powers it on" % ", ".join(str(m) for m in methods))
     s3 = h.get("s3")
-    if isinstance(s3, dict) and s3.get("ok"):
+    if isinstance(s3, dict) and _flag(s3, "ok", "%s s3" % name):
         return "suspend", ("S3 resume measured working: %s cycle(s), worst %s ms (%s)"
                            % (s3.get("cycles", "?"), s3.get("worst_ms", "?"), s3.get("at", "?")))
     if isinstance(s3, dict) and bmc:
@@ -175,7 +188,7 @@ def _rows(hosts, groups_on, expected, unhealthy, parked=None, now=None, park_off
         method, why, back = "", "", False
         since = parked.get(name)
         tier2 = (park_off_after_s is not None and state == "asleep" and expected.get(name) == "off"
-                 and since is not None and now - since > park_off_after_s and h.get("bmc_configured"))
+                 and since is not None and now - since > park_off_after_s and _flag(h, "bmc_configured", name))
         if name in unhealthy:
             action = "none"
             why = "should answer and does not: left alone, look at it"
@@ -205,12 +218,17 @@ def _with_state(name, h):
     """A host entry with ``state``; computed from ``ssh`` (bool) and ``bmc`` (chassis power) when absent."""
     if not isinstance(h, dict):
         raise ShiftError("host %s: expected a dict (group, rack, state or ssh/bmc, ...), got %r" % (name, h))
+    for key in ("bmc_configured", "ssh"):
+        _flag(h, key, name)         # refused early when it is not a boolean
     if h.get("state") is not None:
         return h
     if "ssh" not in h:
         raise ShiftError("host %s: give state, or ssh (did it answer?) and bmc (chassis power)" % name)
     out = dict(h)
-    out["state"] = observed_state(bool(h["ssh"]), h.get("bmc"))
+    try:        # "0", "no", "false" are not an answer: never the truthiness of a string
+        out["state"] = observed_state(boolean(h["ssh"], "host %s: ssh" % name), h.get("bmc"))
+    except ParseError as e:
+        raise ShiftError(str(e))
     return out
 
 
@@ -318,9 +336,9 @@ def bmc_check(hosts, plan):
     and ``msg`` (why the shift stops, naming each BMC and the fix).
     """
     unanswered = [n for n in plan["down_hosts"]
-                  if hosts[n].get("bmc_configured") and "bmc" in hosts[n] and hosts[n]["bmc"] is None]
+                  if _flag(hosts[n], "bmc_configured", n) and "bmc" in hosts[n] and hosts[n]["bmc"] is None]
     missing = [r["host"] for r in plan["rows"] if r["action"] == "down" and r["method"] in ("soft", "off")
-               and not hosts[r["host"]].get("bmc_configured")]
+               and not _flag(hosts[r["host"]], "bmc_configured", r["host"])]
     out = {"ok": not (unanswered or missing), "unanswered": unanswered, "missing": missing, "reason": "", "msg": ""}
     if out["ok"]:
         return out
@@ -360,26 +378,24 @@ def power_state_rows(rows):
 
 def _state_hosts(path):
     """The state file's hosts object ({} when there is no file); ShiftError naming the file."""
-    if not path or not os.path.exists(path):
+    if not path:
         return {}
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(STATE_LIMIT + 1)
+        data = read_optional(path, STATE_LIMIT, what="state file")
+    except UnsafeFileError as e:
+        raise ShiftError("state file %s is unreadable (%s): fix or remove it" % (path, e))
     except (OSError, IOError) as e:
         raise ShiftError("state file %s is unreadable (%s): fix or remove it; the next shift then "
                          "expects every host on" % (path, e.strerror or e))
-    if len(data) > STATE_LIMIT:
-        raise ShiftError("state file %s is larger than %d bytes: not a gear state file; fix or remove it"
-                         % (path, STATE_LIMIT))
+    if data is None:
+        return {}
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ShiftError("state file %s is not UTF-8 text (byte %d): fix or remove it" % (path, e.start))
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise ShiftError("state file %s is unreadable (%s): fix or remove it; the next shift then "
-                         "expects every host on" % (path, e))
+        doc = loads(data, "state file %s" % path, limit=STATE_LIMIT)
+    except ParseError as e:
+        text = str(e)
+        if " is not valid JSON" in text:
+            text = text.replace(" is not valid JSON", " is unreadable (not valid JSON", 1) + ")"
+        raise ShiftError("%s: fix or remove it; the next shift then expects every host on" % text)
     hosts = doc.get("hosts") if isinstance(doc, dict) else None
     if not isinstance(hosts, dict):
         raise ShiftError("state file %s has no 'hosts' object: fix or remove it" % path)
@@ -447,15 +463,14 @@ def read_s3_records(resume_dir, names):
         if "/" in name or name in (".", ".."):
             continue
         path = os.path.join(resume_dir, name, "s3.json")
-        if not os.path.isfile(path):
-            continue
         try:
-            with open(path, "rb") as fh:
-                data = fh.read(S3_RECORD_LIMIT + 1)
-            doc = json.loads(data.decode("utf-8")) if len(data) <= S3_RECORD_LIMIT else None
+            data = read_optional(path, S3_RECORD_LIMIT, what="S3 record")
+            doc = None if data is None else loads(data, "S3 record %s" % path, limit=S3_RECORD_LIMIT)
         except (OSError, IOError, ValueError) as e:
             raise ShiftError("S3 record %s is unreadable (%s): remove it or measure again (measure_resume.yml)"
                              % (path, e))
+        if data is None:
+            continue
         if not isinstance(doc, dict) or not isinstance(doc.get("ok"), bool):
             raise ShiftError("S3 record %s is not an object with ok (true/false): remove it or measure again"
                              % path)

@@ -22,6 +22,10 @@ import os
 import re
 import time
 
+from ansible.module_utils.fleetnap.fileio import lock_fd
+from ansible.module_utils.fleetnap.parse import ParseError, parse_int
+from ansible.module_utils.fleetnap.secrets import Scrubber
+
 POWER_STATES = ("on", "off")
 ACTIONS = {"on": "on", "off": "off", "soft": "soft", "cycle": "cycle", "reset": "reset"}
 INTERFACES = ("lanplus", "lan")
@@ -138,7 +142,11 @@ def parse_sel_info(output):
         raise IpmiError("cannot read the SEL entry count from ipmitool output %r" % ((output or "").strip()[:200],),
                         kind="parse")
     last = _SEL_LAST_ADD.search(output or "")
-    return {"entries": int(m.group(1)), "last_add": last.group(1) if last else ""}
+    try:
+        entries = parse_int(m.group(1), "the SEL entry count", lo=0, hi=0xFFFF)
+    except ParseError as exc:
+        raise IpmiError("cannot read the SEL entry count from ipmitool output: %s" % exc, kind="parse")
+    return {"entries": entries, "last_add": last.group(1)[:100] if last else ""}
 
 
 def parse_sel_list(output):
@@ -214,10 +222,10 @@ class RateLimiter(object):
     def __enter__(self):
         try:
             os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as e:
+            self.fd = lock_fd(self.path, 0o600)
+        except OSError as e:        # UnsafeFileError (a link, a FIFO planted there) included
             raise IpmiError("cannot open the rate-limit file %s: %s (set rate_limit_dir to a writable "
-                            "directory)" % (self.path, e.strerror), kind="command")
+                            "directory)" % (self.path, e.strerror or e), kind="command")
         deadline = self.clock() + self.lock_timeout
         while True:
             try:
@@ -294,6 +302,9 @@ class Bmc(object):
         self.port = port
         self.user = user
         self.env = password_env(password)
+        # Every text ipmitool prints is scrubbed of the password (each of its forms) as soon as it
+        # arrives, before it is parsed, cut short or put into a message.
+        self.scrubber = Scrubber(password)
         self.interface = interface
         self.cipher_suite = cipher_suite
         self.session_timeout = session_timeout
@@ -321,6 +332,7 @@ class Bmc(object):
         with RateLimiter(self.state_dir, self.host, self.port, self.min_interval, clock=self.clock,
                          sleep=self.sleep) as rl:
             rc, out, err = self.runner(argv, self.env)
+        out, err = self.scrubber.text(out or ""), self.scrubber.text(err or "")
         self.log.append({"command": " ".join(command), "start": round(rl.start, 6), "end": round(rl.end, 6),
                          "waited_s": round(rl.waited, 6), "rc": rc})
         return rc, out, err
@@ -354,8 +366,16 @@ class Bmc(object):
                         % (self.target, " ".join(command), self.retries + 1, detail, self.port),
                         kind="unreachable", rc=rc, stderr=err)
 
+    def _parse(self, parser, command):
+        """parser(output of ``command``); a parse failure names this BMC and the command."""
+        out = self.run(command)
+        try:
+            return parser(out)
+        except IpmiError as exc:
+            raise IpmiError("BMC %s, '%s': %s" % (self.target, " ".join(command), exc), kind=exc.kind)
+
     def status(self):
-        return parse_power_status(self.run(["chassis", "power", "status"]))
+        return self._parse(parse_power_status, ["chassis", "power", "status"])
 
     def power(self, action):
         if action not in ACTIONS:
@@ -394,7 +414,7 @@ class Bmc(object):
         if refused:
             raise IpmiError("BMC %s refused '%s': %s" % (self.target, " ".join(command), "; ".join(refused[:2])),
                             kind="command")
-        flags = parse_boot_flags(self.run(["chassis", "bootparam", "get", "5"]))
+        flags = self._parse(parse_boot_flags, ["chassis", "bootparam", "get", "5"])
         if not flags["valid"] or flags["target"] != target:
             raise IpmiError("BMC %s accepted '%s' but its boot flags say %s"
                             % (self.target, " ".join(command), flags["selector"] if flags["valid"]
@@ -404,14 +424,14 @@ class Bmc(object):
 
     def log_marker(self):
         """What the BMC's event log (SEL) holds now: {'entries', 'last_add'} (to compare with later)."""
-        return parse_sel_info(self.run(["sel", "info"]))
+        return self._parse(parse_sel_info, ["sel", "info"])
 
     def log_entries_since(self, marker=None, limit=SEL_LIMIT):
         """The SEL entries added since ``marker`` (from log_marker(); None: the newest ``limit``),
         newest last, at most ``limit``: [{'id', 'created', 'message', 'severity': None}] (the SEL
         has no severity: every new entry is reported). A log cleared or wrapped since the marker
         (fewer entries, another last add time) reports its newest entries."""
-        now = parse_sel_info(self.run(["sel", "info"]))
+        now = self._parse(parse_sel_info, ["sel", "info"])
         if marker is None:
             new = now["entries"]
         elif now["entries"] > marker["entries"]:
@@ -423,7 +443,7 @@ class Bmc(object):
         new = min(new, limit)
         if new <= 0:
             return []
-        return parse_sel_list(self.run(["sel", "list", "last", str(new)]))[-new:]
+        return self._parse(parse_sel_list, ["sel", "list", "last", str(new)])[-new:]
 
     def wait_for(self, wanted, timeout, poll=1.0):
         """Poll status until ``wanted`` or ``timeout`` s; return (reached, last_state, states_seen)."""

@@ -5,6 +5,17 @@
 
 ``answers()`` is the probe host_wait uses: a connection and, for a service with a greeting
 (SSH), the greeting, so a port a NAT or QEMU keeps open for a sleeping host is not an answer.
+``probe()`` says what the service did (no connection, no greeting, or what it answered).
+
+A greeting pattern comes from the inventory: :func:`compile_greeting` compiles it when the inputs
+are validated (a bad one is a ValueError naming the option) and refuses the shapes Python's
+backtracking engine can take for ever on, which cannot be interrupted once started: a
+back-reference or conditional group, a quantifier inside a quantified group, an alternation
+inside a quantified group, and more than :data:`MAX_OPEN_REPEATS` quantifiers that match more
+than once. It is matched against the first :data:`GREETING_CHARS` characters of the greeting
+only, so the worst allowed pattern stays well under a second (measured: ``a*a*a*b`` against 128
+``a`` takes 0.07 s). A pattern without metacharacters (``SSH-``, ``^SSH-``) is a literal
+prefix or substring match, without the regular expression engine.
 ``observe()`` probes every host's service and reads every BMC's chassis power concurrently, in
 one process: a gear shift's observation costs one probe timeout and a few BMC round trips,
 instead of a module start on the controller per host and per question. Standard library only.
@@ -12,6 +23,7 @@ instead of a module start on the controller per host and per question. Standard 
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 import threading
@@ -19,29 +31,134 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 
+try:                                    # Python 3.11+: the parser behind re.compile
+    from re import _parser as _sre_parse
+except ImportError:                     # pragma: no cover (older Pythons)
+    import sre_parse as _sre_parse
+
+GREETING_CHARS = 128        # what a greeting pattern is matched against (an SSH banner is ~40)
+MAX_PATTERN = 256
+MAX_OPEN_REPEATS = 3
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+_BACKREFS = ("GROUPREF", "GROUPREF_EXISTS", "GROUPREF_IGNORE", "GROUPREF_LOC_IGNORE", "GROUPREF_UNI_IGNORE")
+_META = re.compile(r"[\\.^$*+?{}\[\]|()]")
+
+
+class Literal(object):
+    """A greeting without metacharacters: ``^TEXT`` a prefix, ``TEXT`` a substring."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+        self.prefix = pattern.startswith("^")
+        self.text = pattern[1:] if self.prefix else pattern
+
+    def search(self, data):
+        return data.startswith(self.text) if self.prefix else self.text in data
+
+
+def _check_tree(items, option, pattern, counts, in_repeat=False):
+    for op, av in items:
+        name = str(op)
+        if name in _BACKREFS:
+            raise ValueError("option %s: %r uses a back-reference or a conditional group, which can make the "
+                             "match take for ever; give a pattern without one (for example ^SSH-)" % (option, pattern))
+        if name in _REPEATS:
+            lo, hi, sub = av
+            if in_repeat:
+                raise ValueError("option %s: %r has a quantifier inside a quantified group (such as (a+)+), which "
+                                 "can make the match take for ever; give a pattern without nested quantifiers"
+                                 % (option, pattern))
+            if hi is None or hi > 1:
+                counts[0] += 1
+            _check_tree(sub, option, pattern, counts, True)
+        elif name == "BRANCH":
+            if in_repeat:
+                raise ValueError("option %s: %r has an alternation inside a quantified group (such as (a|ab)*), "
+                                 "which can make the match take for ever; use a character class or no repeat"
+                                 % (option, pattern))
+            for branch in av[1]:
+                _check_tree(branch, option, pattern, counts, in_repeat)
+        elif name == "SUBPATTERN":
+            _check_tree(av[-1], option, pattern, counts, in_repeat)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            _check_tree(av[1], option, pattern, counts, in_repeat)
+        elif name == "ATOMIC_GROUP":
+            _check_tree(av, option, pattern, counts, in_repeat)
+
+
+@functools.lru_cache(maxsize=64)
+def compile_greeting(pattern, option="greeting"):
+    """The greeting pattern, ready to ``search()`` the start of a greeting: None for '' (a
+    connection is enough), a Literal when it has no metacharacters, else a compiled regular
+    expression of the allowed shapes (see the module docstring). ValueError naming ``option``."""
+    if pattern is None or pattern == "":
+        return None
+    if not isinstance(pattern, str):
+        raise ValueError("option %s: must be text (a regular expression), got %r" % (option, pattern))
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError("option %s: a pattern of %d characters; at most %d (a greeting is matched by its first "
+                         "%d characters)" % (option, len(pattern), MAX_PATTERN, GREETING_CHARS))
+    if not _META.search(pattern.lstrip("^")) and pattern.count("^") <= 1:
+        return Literal(pattern)
+    try:
+        compiled = re.compile(pattern)
+        tree = _sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ValueError("option %s: %r is not a regular expression: %s" % (option, pattern, exc))
+    counts = [0]
+    _check_tree(tree, option, pattern, counts)
+    if counts[0] > MAX_OPEN_REPEATS:
+        raise ValueError("option %s: %r has %d quantifiers that repeat (*, +, {n,m}); at most %d, so that the match "
+                         "stays bounded" % (option, pattern, counts[0], MAX_OPEN_REPEATS))
+    return compiled
+
+
+def shown(data, limit=80):
+    """What a service sent, as a message shows it: its first line, printable ASCII (anything else
+    as \\xNN), at most ``limit`` characters."""
+    text = data.split(b"\n", 1)[0][:limit].decode("ascii", "backslashreplace")
+    text = "".join(c if 32 <= ord(c) < 127 else "\\x%02x" % ord(c) for c in text)
+    return text + ("..." if len(data.split(b"\n", 1)[0]) > limit else "")
+
+
 OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error", "bmc_endpoint"))
 
 
-def answers(host, port, greeting, timeout, connect_timeout=None):
-    """True if the service accepts a connection and (when given) greets as expected within
-    ``timeout`` s. ``connect_timeout`` (default ``timeout``) bounds the connection alone: a new
-    connection sends a new SYN at once, where one long connect waits for the kernel's SYN
-    retransmissions (1, 3, 7 s) and sees a host that answers at 1.1 s only at 3 s."""
+def probe(host, port, greeting, timeout, connect_timeout=None):
+    """(answered, what was seen): whether the service accepts a connection and (when given)
+    greets as expected within ``timeout`` s, and in words what it did ('no connection: ...',
+    'connected, no greeting within N s', 'answered "TEXT", which does not match PATTERN').
+    ``greeting``: a pattern (text, compiled by compile_greeting) or compile_greeting's result.
+    ``connect_timeout`` (default ``timeout``) bounds the connection alone: a new connection sends
+    a new SYN at once, where one long connect waits for the kernel's SYN retransmissions (1, 3,
+    7 s) and sees a host that answers at 1.1 s only at 3 s."""
+    matcher = compile_greeting(greeting) if isinstance(greeting, str) else greeting
     try:
         conn = socket.create_connection((host, port), timeout=connect_timeout or timeout)
-    except (OSError, socket.timeout):
-        return False
+    except (OSError, socket.timeout) as exc:
+        return False, "no connection (%s)" % (getattr(exc, "strerror", None) or exc.__class__.__name__)
     try:
-        if not greeting:
-            return True
+        if matcher is None:
+            return True, "connected"
         conn.settimeout(timeout)
         try:
             data = conn.recv(256)
         except (OSError, socket.timeout):
-            return False
-        return bool(re.search(greeting, data.decode("ascii", "replace")))
+            return False, "connected, no greeting within %g s" % timeout
+        if not data:
+            return False, "connected, closed without a greeting"
+        if matcher.search(data[:GREETING_CHARS].decode("ascii", "replace")):
+            return True, "answered \"%s\"" % shown(data)
+        return False, "answered \"%s\", which does not match the greeting %s" % (
+            shown(data), shown(getattr(matcher, "pattern", "").encode("ascii", "backslashreplace"), 60))
     finally:
         conn.close()
+
+
+def answers(host, port, greeting, timeout, connect_timeout=None):
+    """True if the service accepts a connection and (when given) greets as expected: probe()'s
+    verdict."""
+    return probe(host, port, greeting, timeout, connect_timeout)[0]
 
 
 def answers_within(host, port, greeting, timeout, interval=0.2, clock=time.monotonic, sleep=time.sleep,

@@ -47,6 +47,8 @@ import time
 from urllib.parse import urlsplit
 
 from ansible.module_utils.fleetnap.ipmi import IpmiError, RateLimiter, backoff_delays
+from ansible.module_utils.fleetnap.parse import loads
+from ansible.module_utils.fleetnap.secrets import Scrubber
 
 KINDS = ("auth", "unreachable", "tls", "protocol", "command", "timeout")
 
@@ -151,22 +153,28 @@ def _retry_after(value, cap):
     return max(0.0, min(float(cap), secs))
 
 
-def _error_text(data):
-    """The message of a Redfish error body (error.message and its ExtendedInfo), short."""
+def _error_text(data, scrub=str):
+    """The message of a Redfish error body (error.message and its ExtendedInfo), short, scrubbed
+    by ``scrub`` before it is parsed or cut (a cut could leave part of a password). Fields of
+    another type than the schema's (an ExtendedInfo that is a number) are left out."""
+    text = scrub(data.decode("utf-8", "replace")) if data else ""
     try:
-        doc = json.loads(data.decode("utf-8", "replace"), parse_constant=_no_constants) if data else None
+        doc = loads(text, "the error body", limit=MAX_BODY) if text else None
     except ValueError:
         doc = None
     parts = []
     err = doc.get("error") if isinstance(doc, dict) else None
     if isinstance(err, dict):
         if isinstance(err.get("message"), str):
-            parts.append(err["message"])
-        for info in err.get("@Message.ExtendedInfo") or []:
-            if isinstance(info, dict) and isinstance(info.get("Message"), str) and info["Message"] not in parts:
-                parts.append(info["Message"])
-    elif data:
-        text = data.decode("utf-8", "replace").strip()
+            parts.append(scrub(err["message"]))
+        infos = err.get("@Message.ExtendedInfo")
+        for info in (infos if isinstance(infos, list) else [infos] if isinstance(infos, dict) else [])[:20]:
+            if isinstance(info, dict) and isinstance(info.get("Message"), str):
+                message = scrub(info["Message"])
+                if message not in parts:
+                    parts.append(message)
+    elif text:
+        text = text.strip()
         if text and not text.startswith("<"):
             parts.append(" ".join(text.split()))
     text = "; ".join(parts)
@@ -228,6 +236,8 @@ class Redfish(object):
         self.user = user
         self._password = password
         self._basic = "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode("utf-8")).decode("ascii")
+        # Every form of the password, the Basic header and (once made) the session token.
+        self.scrubber = Scrubber(password, self._basic[6:])
         self._token = None
         self._session_path = None
         self.system_id = system_id
@@ -274,11 +284,28 @@ class Redfish(object):
         return False
 
     def _scrub(self, text):
-        text = str(text)
-        for secret in (self._password, self._token, self._basic, self._basic[6:]):
-            if secret:
-                text = text.replace(secret, "********")
-        return text
+        return self.scrubber.text(text)
+
+    def _show(self, value, limit=80):
+        """A value of an answer as a message shows it: scrubbed, then cut short."""
+        text = self._scrub(repr(value))
+        return text if len(text) <= limit else text[:limit - 3] + "..."
+
+    def _wrong(self, url, field, value, expected):
+        """RedfishError('protocol'): the answer at ``url`` has ``field`` of the wrong shape."""
+        return self._fail("BMC %s: %s has %s %s, not %s" % (self.target, url, field, self._show(value), expected),
+                          "protocol", url=url)
+
+    def _field(self, doc, url, field, kinds, expected, default=None):
+        """doc[field] when it is one of ``kinds`` (or absent/null: ``default``); else RedfishError
+        ('protocol') naming the BMC, the URL and the field."""
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        value = doc.get(field) if isinstance(doc, dict) else None
+        if value is None:
+            return default
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise self._wrong(url, field, value, expected)
+        return value
 
     def _fail(self, msg, kind, status=None, url=None):
         return RedfishError(self._scrub(msg), kind=kind, status=status, url=url)
@@ -476,7 +503,7 @@ class Redfish(object):
             raise self._status_error(method, path, resp)
 
     def _detail(self, resp):
-        text = _error_text(resp.data)
+        text = _error_text(resp.data, self._scrub)
         return " (%s)" % text if text else ""
 
     def _status_error(self, method, path, resp):
@@ -491,8 +518,8 @@ class Redfish(object):
     def json(self, resp, what="an object"):
         """The Response's body as a JSON object; RedfishError('protocol') naming the URL otherwise."""
         try:
-            doc = json.loads(resp.data.decode("utf-8"), parse_constant=_no_constants)
-        except (UnicodeDecodeError, ValueError) as exc:
+            doc = loads(resp.data, "the answer", limit=MAX_BODY)
+        except ValueError as exc:
             raise self._fail("BMC %s: the answer to GET %s is not JSON (%s)" % (self.target, resp.path, exc),
                              "protocol", resp.status, resp.path)
         if not isinstance(doc, dict):
@@ -560,13 +587,11 @@ class Redfish(object):
         if not token:
             raise self._fail("BMC %s: POST %s answered HTTP %d without an X-Auth-Token header"
                              % (self.target, resp.path, resp.status), "protocol", resp.status, resp.path)
+        self.scrubber.add(token)
         self._token = token
         where = resp.header("Location")
         if not where and resp.data:
-            try:
-                where = _link(json.loads(resp.data.decode("utf-8")))
-            except ValueError:
-                where = None
+            where = _link(_quiet_loads(resp.data))
         self._session_path = self._path(where) if where else None
         self.auth = "session"
 
@@ -619,8 +644,9 @@ class Redfish(object):
         allowed = reset.get("ResetType@Redfish.AllowableValues")
         info = reset.get("@Redfish.ActionInfo")
         if allowed is None and isinstance(info, str) and info:
+            info = self._path(info)
             doc = self.get(info)
-            for param in doc.get("Parameters") or []:
+            for param in self._field(doc, info, "Parameters", list, "a list of parameters", []):
                 if isinstance(param, dict) and param.get("Name") == "ResetType":
                     allowed = param.get("AllowableValues")
         if isinstance(allowed, list) and all(isinstance(v, str) for v in allowed):
@@ -639,11 +665,11 @@ class Redfish(object):
         self.open()
         doc = self.get(self.system_path)
         raw = doc.get("PowerState")
-        if raw not in POWER_STATES:
-            raise self._fail("BMC %s: %s has %s" % (
-                self.target, self.system_path,
-                "no PowerState" if raw is None else "PowerState %r, not one of %s" % (raw, ", ".join(POWER_STATES))),
-                "protocol", url=self.system_path)
+        if raw is None:
+            raise self._fail("BMC %s: %s has no PowerState" % (self.target, self.system_path), "protocol",
+                             url=self.system_path)
+        if not isinstance(raw, str) or raw not in POWER_STATES:
+            raise self._wrong(self.system_path, "PowerState", raw, "one of %s" % ", ".join(POWER_STATES))
         return POWER_STATES[raw]
 
     def status(self):
@@ -696,12 +722,9 @@ class Redfish(object):
     def _follow(self, resp, deadline, what):
         """Poll a 202's task monitor (Location) or Task until done; return the task's summary."""
         monitor = resp.header("Location")
-        body = None
-        if resp.data:
-            try:
-                body = json.loads(resp.data.decode("utf-8"), parse_constant=_no_constants)
-            except ValueError:
-                body = None
+        body = _quiet_loads(resp.data)
+        if not isinstance(monitor, str) and monitor is not None:
+            monitor = None
         if not monitor and isinstance(body, dict) and "TaskState" in body:
             monitor = _link(body)
         if not monitor:
@@ -717,13 +740,8 @@ class Redfish(object):
             self.sleep(max(0.0, min(1.0 if wait is None else max(wait, 0.2), deadline - now)))
             got = self.request("GET", monitor, ok=(200, 201, 202, 204, 404))
             wait = _retry_after(got.header("Retry-After"), self.retry_after_cap)
-            doc = None
-            if got.data:
-                try:
-                    doc = json.loads(got.data.decode("utf-8"), parse_constant=_no_constants)
-                except ValueError:
-                    doc = None
-            state = doc.get("TaskState") if isinstance(doc, dict) else None
+            doc = _quiet_loads(got.data)
+            state = self._field(doc, monitor, "TaskState", str, "a task state name")
             if state in TASK_FAILED:
                 raise self._fail("BMC %s: the task for %s (%s) ended in %s%s"
                                  % (self.target, what, monitor, state, self._task_messages(doc)), "command",
@@ -734,19 +752,26 @@ class Redfish(object):
                 last_state = state or last_state
                 continue
             return {"state": state or "Completed", "monitor": monitor,
-                    "status": doc.get("TaskStatus") if isinstance(doc, dict) else None}
+                    "status": self._field(doc, monitor, "TaskStatus", str, "a health name")}
 
-    @staticmethod
-    def _task_messages(doc):
+    def _task_messages(self, doc):
+        """' (TaskStatus X): message; message' of a task, scrubbed, then cut short; a Messages or
+        TaskStatus of another shape than the schema's is said so, not read."""
         msgs = []
-        for m in (doc.get("Messages") or []) if isinstance(doc, dict) else []:
+        messages = doc.get("Messages") if isinstance(doc, dict) else None
+        if messages is not None and not isinstance(messages, list):
+            msgs.append("its Messages is %s, not a list" % self._show(messages, 40))
+            messages = []
+        for m in (messages or [])[:20]:
             if isinstance(m, dict):
                 text = m.get("Message") or m.get("MessageId")
                 if isinstance(text, str) and text:
-                    msgs.append(text)
+                    msgs.append(self._scrub(text))
         status = doc.get("TaskStatus") if isinstance(doc, dict) else None
+        status = status if isinstance(status, str) else None if status is None else self._show(status, 40)
         text = "; ".join(msgs)[:400]
-        return "%s%s" % (" (TaskStatus %s)" % status if status else "", ": " + text if text else "")
+        return "%s%s" % (" (TaskStatus %s)" % self._scrub(status)[:40] if status else "",
+                         ": " + text if text else "")
 
     def wait_for(self, wanted, timeout, poll=1.0):
         """Poll the power state until ``wanted`` ('on' or 'off', settled: PoweringOn is not on) or
@@ -836,7 +861,9 @@ class Redfish(object):
         boot = self.get(self.system_path).get("Boot")
         boot = boot if isinstance(boot, dict) else {}
         allowed = boot.get("BootSourceOverrideTarget@Redfish.AllowableValues")
-        return {"target": boot.get("BootSourceOverrideTarget"), "enabled": boot.get("BootSourceOverrideEnabled"),
+        where = "%s Boot" % self.system_path
+        return {"target": self._field(boot, where, "BootSourceOverrideTarget", str, "a boot target name"),
+                "enabled": self._field(boot, where, "BootSourceOverrideEnabled", str, "Once, Continuous or Disabled"),
                 "allowed": allowed if isinstance(allowed, list) else None}
 
     def check_boot_once(self, target="Hdd"):
@@ -922,6 +949,13 @@ class Redfish(object):
             link = nxt if isinstance(nxt, str) and nxt else None
         return name, entries[:MAX_LOG_ENTRIES]
 
+    def _text(self, value, limit=500):
+        """A field of a log entry as the result shows it: text (scrubbed, then cut short) or None."""
+        if value is None:
+            return None
+        text = self._scrub(value if isinstance(value, str) else json.dumps(value, default=str)[:2000])
+        return text if len(text) <= limit else text[:limit - 3] + "..."
+
     def log_marker(self):
         """{log service path: [entry ids]}: what the logs hold now (to compare with later)."""
         marker = {}
@@ -941,10 +975,21 @@ class Redfish(object):
             for e in entries:
                 if _entry_id(e) in known or e.get("Severity") not in severities:
                     continue
-                out.append({"service": name, "id": _entry_id(e), "created": e.get("Created"),
-                            "severity": e.get("Severity"), "message": e.get("Message"),
-                            "message_id": e.get("MessageId")})
+                out.append({"service": self._text(name), "id": self._text(_entry_id(e)),
+                            "created": self._text(e.get("Created")), "severity": self._text(e.get("Severity")),
+                            "message": self._text(e.get("Message")), "message_id": self._text(e.get("MessageId"))})
         return out[:limit]
+
+
+def _quiet_loads(data):
+    """The JSON document of a body that may hold none (a task monitor, a session's answer): None
+    when it is empty or not JSON."""
+    if not data:
+        return None
+    try:
+        return loads(data, "the answer", limit=MAX_BODY)
+    except ValueError:
+        return None
 
 
 def _list(value):

@@ -145,8 +145,47 @@ def _etf_view(options):
     }
 
 
-def current_view(qdiscs):
-    """What ``tc -j qdisc show dev X`` says, reduced to what this module manages."""
+_SHOW_FIELDS = (("kind", str), ("handle", str), ("parent", str), ("root", bool), ("options", dict))
+_OPTION_FIELDS = {"mqprio": (("tc", int), ("map", list), ("queues", list)),
+                  "etf": (("clockid", str), ("delta", int), ("offload", str), ("deadline_mode", str),
+                          ("skip_sock_check", str))}
+
+
+def check_show(qdiscs, device="the device"):
+    """The answer of ``tc -j qdisc show dev DEVICE`` checked against the shape current_view()
+    reads (a list of objects; kind, handle and parent strings, root a boolean, the mqprio and etf
+    options of their types); returned as it is. TcError naming the device, the entry and the field."""
+    where = "tc -j qdisc show dev %s" % device
+    if not isinstance(qdiscs, list):
+        raise TcError("%s printed %s, not a list of qdiscs" % (where, type(qdiscs).__name__))
+    for i, q in enumerate(qdiscs):
+        if not isinstance(q, dict):
+            raise TcError("%s: entry %d is %s %s, not an object" % (where, i, type(q).__name__, repr(q)[:60]))
+        for field, kind in _SHOW_FIELDS:
+            value = q.get(field)
+            if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+                raise TcError("%s: entry %d has %s %s, not %s" % (where, i, field, repr(value)[:60],
+                                                                   "a " + kind.__name__ if kind is not dict
+                                                                   else "an object"))
+        opts = q.get("options") or {}
+        for field, kind in _OPTION_FIELDS.get(q.get("kind"), ()):
+            value = opts.get(field)
+            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+                raise TcError("%s: entry %d (%s) has options.%s %s, not a %s"
+                              % (where, i, q.get("kind"), field, repr(value)[:60], kind.__name__))
+        if q.get("kind") == "mqprio":
+            for pair in opts.get("queues") or []:
+                if not (isinstance(pair, list) and len(pair) == 2 and all(
+                        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_QUEUES for v in pair)):
+                    raise TcError("%s: entry %d (mqprio) has options.queues entry %s, not [first, last] queue "
+                                  "numbers" % (where, i, repr(pair)[:60]))
+    return qdiscs
+
+
+def current_view(qdiscs, device="the device"):
+    """What ``tc -j qdisc show dev X`` says, reduced to what this module manages (its shape
+    checked first: check_show)."""
+    check_show(qdiscs, device)
     root = [q for q in qdiscs if q.get("root")]
     view = {"root": None, "handle": None, "mqprio": None, "etf": {}}
     if not root:

@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.fleetnap.observe import answers
+from ansible.module_utils.fleetnap.parse import boolean
 
 
 REFUSAL = "cannot suspend: "
@@ -40,11 +41,11 @@ def suspend_outcome(said, no_s3_fallback, has_bmc):
     or ``no_s3_fallback`` (the host has no S3 at all, exit 4, and a BMC: parked by it instead,
     note says why), or None when the host cannot be parked: refused with its one-line reason
     (nothing was scheduled, failed_state ``on``) or the command did not run (``unknown``)."""
-    if said.get("skipped"):
+    if boolean(said.get("skipped") or False, "said.skipped"):
         return "suspend", None, ""
     lines = str(said.get("stdout") or "").splitlines()
     refusal = next((ln.strip() for ln in lines if ln.strip().startswith(REFUSAL)), "")
-    if said.get("unreachable"):
+    if boolean(said.get("unreachable") or False, "said.unreachable"):
         return None, "unknown", "could not start the suspend (host unreachable): %s" % (
             str(said.get("msg") or "").strip()[:300])
     rc = said.get("rc")
