@@ -79,6 +79,9 @@ class PowerNapError(ValueError):
     """Bad input for the model; the message names the value and the fix."""
 
 
+MIN_FREQUENCY = 0.01
+
+
 def _num(name, value):
     try:
         v = float(value)
@@ -122,9 +125,12 @@ class Model(object):
         if self.transition_power_fraction < 0:
             raise PowerNapError("transition_power_fraction must be >= 0, got %r"
                                 % self.transition_power_fraction)
-        if not 0 < self.dvfs_min_frequency <= 1:
-            raise PowerNapError("dvfs_min_frequency must be in (0, 1] (lowest frequency / nominal, "
-                                "0.5 for a 2x range), got %r" % self.dvfs_min_frequency)
+        # A tiny f_min stretched service times past any float at zero utilisation (0.1 s / 1e-200,
+        # squared: a division by zero); no processor scales its frequency by more than 100x.
+        if not MIN_FREQUENCY <= self.dvfs_min_frequency <= 1:
+            raise PowerNapError("dvfs_min_frequency must be in [%g, 1] (lowest frequency / nominal, "
+                                "0.5 for a 2x range; no processor has a range of more than 100x), got %r"
+                                % (MIN_FREQUENCY, self.dvfs_min_frequency))
         if not 0 < self.dvfs_target_utilization < 1:
             raise PowerNapError("dvfs_target_utilization must be in (0, 1), got %r"
                                 % self.dvfs_target_utilization)
