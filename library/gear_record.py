@@ -24,11 +24,11 @@ description:
     exactly which files could not be put back).
   - A target that could not be written or put back (a directory, a FIFO or device, an immutable
     or append-only file or directory) is refused before anything is written. The files read (the
-    history, at most 64 MiB; the power figures) must be regular files in their directories (no
+    history, at most 64 MiB, and the power figures) must be regular files in their directories (no
     link out of it), strict JSON, and every history line's C(finished) must lie between 2000-01-01
     and a year from now (a line dated in year 1 is refused naming the file and line).
   - Two rows for one host in O(after) (or two power rows for one host and state) are refused
-    naming both rows: they would make a metrics file node_exporter rejects whole.
+    naming both rows (they would make a metrics file node_exporter rejects whole).
 version_added: "0.4.0"
 author: fleetnap contributors (@fleetnap)
 options:
@@ -254,6 +254,11 @@ def _writable(p, opt):
     FIFO or device, an immutable or append-only file or directory (fileio.write_problem)."""
     if os.path.isdir(p):
         raise ParamError("option %s: %s is a directory, not a file" % (opt, p))
+    if os.path.islink(p):
+        try:
+            fileio.resolve(os.path.dirname(p) or "/", p, "option %s: %s" % (opt, p))
+        except fileio.UnsafeFileError as exc:
+            raise ParamError("%s; nothing was written" % exc)
     problem = fileio.write_problem(p)
     if problem:
         raise ParamError("option %s: cannot write %s: %s; nothing was written" % (opt, p, problem))

@@ -39,8 +39,8 @@ class EnergyError(ValueError):
 def parse_time(text, where):
     """Epoch seconds of an ISO time in UTC as gear_record writes it (Jinja's now(utc=true):
     no offset; or +00:00 or Z; optional fraction). Another offset is refused."""
-    if not isinstance(text, str):
-        raise EnergyError("%s: expected an ISO time, got %r" % (where, text))
+    if not isinstance(text, str) or not text.isascii() or len(text) > 64:
+        raise EnergyError("%s: expected an ISO time in ASCII digits, got %s" % (where, repr(text)[:80]))
     t = text.strip().replace("Z", "+00:00")
     if t.endswith("+00:00"):
         t = t[:-6]

@@ -228,7 +228,7 @@ def in_date_window(epoch, where, now=None):
         try:
             shown = _time.strftime("%Y-%m-%d", _time.gmtime(epoch))
         except (OverflowError, OSError, ValueError):
-            shown = "%r (Unix seconds)" % epoch
-        raise ParseError("%s: the date %s is outside 2000-01-01 .. a year from now, the dates fleetnap accepts "
+            shown = "%r Unix seconds" % epoch
+        raise ParseError("%s is outside 2000-01-01 .. a year from now (it is %s), the dates fleetnap accepts "
                          "in a record (a clock that was wrong, or an edited file)" % (where, shown))
     return epoch

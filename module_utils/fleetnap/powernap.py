@@ -44,6 +44,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+
+try:
+    from ansible.module_utils.fleetnap import parse
+except ImportError:     # docs/gen_powernap_table.py imports this file as fleetnap.powernap
+    from fleetnap import parse  # type: ignore
 from xml.sax.saxutils import escape
 
 # Defaults and where they come from (docs/powernap.md has the details).
@@ -83,9 +88,22 @@ MIN_FREQUENCY = 0.01
 
 
 def _num(name, value):
+    # Text through parse.parse_number (ASCII digits only: float() reads '٠.٥' as 0.5); a number
+    # through parse.finite (a 400-digit int refused before float() overflows).
     try:
-        v = float(value)
-    except (TypeError, ValueError):
+        if isinstance(value, str):
+            if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+                raise PowerNapError("%s must be a finite number, got %r" % (name, value))
+            v = float(parse.parse_number(value, name))
+        elif isinstance(value, bool):
+            raise PowerNapError("%s must be a number, got %r" % (name, value))
+        else:
+            v = float(parse.finite(value, name) if isinstance(value, int) else value)
+    except PowerNapError:
+        raise
+    except parse.ParseError as e:
+        raise PowerNapError("%s must be a number: %s" % (name, e))
+    except (TypeError, ValueError, OverflowError):
         raise PowerNapError("%s must be a number, got %r" % (name, value))
     if math.isnan(v) or math.isinf(v):
         raise PowerNapError("%s must be a finite number, got %r" % (name, value))

@@ -117,8 +117,13 @@ def read(path):
     text = data.decode("utf-8", "replace")
     try:
         doc = parse.loads(data, "lock %s" % path, limit=fileio.VALUE)
-    except parse.ParseError:
-        return {"pid": None, "raw": text[:200]}
+    except parse.ParseError as e:
+        # Not JSON at all (empty, cut short, not UTF-8): nothing names an owner, taken over. JSON
+        # that names one in a way fleetnap never writes (NaN, a 400-digit number, 600 levels deep,
+        # a lone surrogate) is refused: guessing its owner could take a live shift's lock.
+        if "is not valid JSON" in str(e) or "is not UTF-8" in str(e):
+            return {"pid": None, "raw": text[:200]}
+        raise LockError("%s: not a lock shift_lock wrote; remove it and run again" % e)
     if not isinstance(doc, dict):
         return {"pid": None, "raw": text[:200]}
     for field, (kind, ok) in FIELDS.items():
@@ -133,6 +138,9 @@ def create(path, me):
     an exclusively created temporary file with an unpredictable name (never through a planted
     link), fsynced, hard-linked to path (link fails if path exists), and the directory fsynced
     (fileio.create_exclusive)."""
+    problem = fileio.write_problem(path)
+    if problem:     # an append-only directory would keep the temporary file and, later, the lock
+        raise LockError("cannot create lock %s: %s" % (path, problem), held=False)
     try:
         return fileio.create_exclusive(path, json.dumps(me, indent=2) + "\n", 0o644)
     except (OSError, fileio.HostFsError) as e:
