@@ -14,6 +14,11 @@ description:
     latency gate's decisions, suspend/resume measurements, C-state wake latency, the gear and its
     history) into one HTML page with no external assets, and returns the same data.
   - Sections without data say which playbook to run.
+  - Every artifact is read as a regular file under O(artifacts_dir) (a link out of it, a FIFO or a
+    device is refused; at most 64 MiB) holding strict JSON (no NaN, nesting at most 64 deep, no lone
+    surrogates); the gear history's dates must lie between 2000-01-01 and a year from now. A bad
+    one fails the report naming the file. The page is written atomically; a C(dest) that cannot be
+    replaced (immutable, in an append-only directory) is refused before anything is written.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 options:
@@ -63,8 +68,8 @@ sections:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.report import ReportError, gather, render
-from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
 from ansible.module_utils.fleetnap.validate import check_params, path, text
 
 CHECKS = {
@@ -100,15 +105,16 @@ def main():
     except ReportError as exc:
         module.fail_json(msg=str(exc))
     page = render(data, p["title"])
-    changed = True
-    if os.path.exists(dest):
-        try:
-            with open(dest, "rb") as fobj:
-                changed = fobj.read() != page.encode("utf-8")
-        except (IOError, OSError):
-            changed = True      # unreadable: written anew
+    changed = not fileio.same_content(dest, page.encode("utf-8"), 0o644)
+    if changed:
+        problem = fileio.write_problem(dest)
+        if problem:
+            module.fail_json(msg="cannot write dest %s: %s; nothing was written" % (dest, problem))
     if changed and not module.check_mode:
-        write_file_atomic(HostFS("/"), dest, page, 0o644, module)
+        try:
+            fileio.atomic_write(dest, page, 0o644, module=module)
+        except (fileio.HostFsError, OSError) as exc:
+            module.fail_json(msg="%s (the report there, if any, is as it was)" % exc)
     sections = {
         "profile": len(data["profile"] or {}),
         "resume": len((data["resume"] or {}).get("hosts") or []),

@@ -15,6 +15,10 @@ description:
     per UTC day the host-hours in each state, the host-hours parked (asleep in S3 or off) and the
     energy used and not spent against staying on (kWh).
   - A host is taken to be in the state a shift left it in until the next shift ended.
+  - Every line's C(finished) must lie between 2000-01-01 and a year from now (a line dated in year 1
+    is refused naming the file and line, instead of walking every day since); the files are read
+    as regular files in their directories (no link out of it, no FIFO or device; the history at
+    most 64 MiB, strict JSON per line).
   - Power figures are per host, watts C(on), C(asleep) (S3) and C(off) (soft-off standby).
     O(power_w) (for example each host's C(fleetnap_power_w) from the inventory) is merged into
     O(power_file), which keeps them for the fleet report; a host without figures counts in
@@ -95,9 +99,11 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_power_file
-from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file
+from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap.energy import (
+    EnergyError, check_figures, daily, read_history, read_power_file, read_text,
+)
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
 CHECKS = {
     "history_file": path(),
@@ -121,10 +127,8 @@ def main():
     try:
         new = check_figures(p["power_w"], "option power_w")
         kept = read_power_file(p["power_file"])
-        history = []
-        if os.path.exists(p["history_file"]):
-            history = read_history(read_text_file(p["history_file"], "gear history").splitlines(),
-                                   p["history_file"])
+        history = read_history((read_text(p["history_file"], "gear history") or "").splitlines(),
+                               p["history_file"])
     except (EnergyError, ParamError) as exc:
         module.fail_json(msg=str(exc))
     figures = dict(kept, **new)
@@ -137,9 +141,9 @@ def main():
         if not os.path.isdir(directory):
             module.fail_json(msg="the power file's directory %s does not exist" % directory)
         try:
-            write_file_atomic(HostFS("/"), p["power_file"], json.dumps(figures, indent=1, sort_keys=True) + "\n",
-                              0o644, module)
-        except (HostFsError, OSError) as exc:
+            fileio.atomic_write(p["power_file"], json.dumps(figures, indent=1, sort_keys=True) + "\n",
+                                0o644, directory, module)
+        except (fileio.HostFsError, OSError) as exc:
             module.fail_json(msg="could not write the power file %s: %s (it is as it was)" % (p["power_file"], exc))
     module.exit_json(**result)
 

@@ -20,7 +20,15 @@ description:
     and writes the C(fleetnap_gear*) metrics for node_exporter's textfile collector
     (C(fleetnap_gear.prom) in O(metrics_dir)).
   - Every input is checked before anything is read or written. When a write fails, the files
-    written before it in this call are put back as they were, and the message says so.
+    written before it in this call are put back as they were, and the message says so (or names
+    exactly which files could not be put back).
+  - A target that could not be written or put back (a directory, a FIFO or device, an immutable
+    or append-only file or directory) is refused before anything is written. The files read (the
+    history, at most 64 MiB, and the power figures) must be regular files in their directories (no
+    link out of it), strict JSON, and every history line's C(finished) must lie between 2000-01-01
+    and a year from now (a line dated in year 1 is refused naming the file and line).
+  - Two rows for one host in O(after) (or two power rows for one host and state) are refused
+    naming both rows (they would make a metrics file node_exporter rejects whole).
 version_added: "0.4.0"
 author: fleetnap contributors (@fleetnap)
 options:
@@ -211,17 +219,19 @@ import time
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_power_file
+from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap.energy import (
+    EnergyError, check_figures, daily, read_history, read_power_file, read_text,
+)
 from ansible.module_utils.fleetnap.gearrecord import (
-    Writes, after_shift, check_inputs, history_line, merge_actions, metrics, outcome, record, report,
-    woken_as_seen,
+    Writes, after_shift, check_actions, check_inputs, history_line, merge_actions, metrics, outcome, record,
+    report, woken_as_seen,
 )
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
 from ansible.module_utils.fleetnap.prom import MetricError, render
 from ansible.module_utils.fleetnap.shiftlock import LockError, guarded, playbook_ancestor, release, stat
-from ansible.module_utils.fleetnap.sysfs import HostFsError
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, items, number, path, read_text_file, text
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, items, number, path, text
 
 CHECKS = {
     "started": text(max_len=64),
@@ -239,14 +249,19 @@ CHECKS = {
 MAX_ACTIONS = 100000
 
 
-def _read_bytes(p):
-    """The file's bytes, or None when it does not exist."""
-    if not os.path.exists(p):
-        return None
+def _writable(p, opt):
+    """Refuse, before anything is written, a target this call could not replace: a directory, a
+    FIFO or device, an immutable or append-only file or directory (fileio.write_problem)."""
     if os.path.isdir(p):
-        raise ParamError("%s is a directory, not a file" % p)
-    with open(p, "rb") as fh:
-        return fh.read()
+        raise ParamError("option %s: %s is a directory, not a file" % (opt, p))
+    if os.path.islink(p):
+        try:
+            fileio.resolve(os.path.dirname(p) or "/", p, "option %s: %s" % (opt, p))
+        except fileio.UnsafeFileError as exc:
+            raise ParamError("%s; nothing was written" % exc)
+    problem = fileio.write_problem(p)
+    if problem:
+        raise ParamError("option %s: cannot write %s: %s; nothing was written" % (opt, p, problem))
 
 
 def main():
@@ -282,6 +297,7 @@ def main():
         if p["observed_before"] and (p["observed"] is None or p["plan"].get("down_hosts")):
             raise ParamError("option observed_before: only with observed, for a shift whose plan puts no host down "
                              "(it has down_hosts %s)" % (p["plan"].get("down_hosts") or []))
+        check_actions(p["actions"])
         if p["observed"] is not None:
             observed = p["observed"]
             if p["observed_before"]:
@@ -296,14 +312,14 @@ def main():
         if os.path.exists(p["metrics_dir"]) and not os.path.isdir(p["metrics_dir"]):
             raise ParamError("option metrics_dir: %s is not a directory" % p["metrics_dir"])
         new_figures = check_figures(p["after"].get("power_w") or {}, "option after.power_w")
-        old_power = _read_bytes(p["power_file"])
-        kept = read_power_file(p["power_file"])
-        history_text = ""
-        if os.path.exists(p["history_file"]):
-            history_text = read_text_file(p["history_file"], "gear history")
-        old_state = _read_bytes(p["state_file"])
         metrics_file = os.path.join(p["metrics_dir"], "fleetnap_gear.prom")
-        old_metrics = _read_bytes(metrics_file)
+        # An append-only history could be appended to but not cut back if a later write failed:
+        # refused too, like every target this call could not put back.
+        for opt, target in (("state_file", p["state_file"]), ("history_file", p["history_file"]),
+                            ("power_file", p["power_file"]), ("metrics_dir", metrics_file)):
+            _writable(target, opt)
+        kept = read_power_file(p["power_file"])
+        history_text = read_text(p["history_file"], "gear history") or ""
 
         if p["result"]:
             result, reason = p["result"], p["reason"]
@@ -321,7 +337,7 @@ def main():
         state_text = json.dumps(rec, indent=2, sort_keys=True, allow_nan=False) + "\n"
     except (ParamError, EnergyError, MetricError, ShiftError, GearError) as exc:
         module.fail_json(msg=str(exc))
-    except (OSError, ValueError) as exc:   # unreadable files; a record that is not JSON (NaN)
+    except (OSError, ValueError, fileio.HostFsError) as exc:   # unreadable files; a record that is not JSON (NaN)
         module.fail_json(msg="could not record the gear shift: %s (nothing was written)" % exc)
 
     out = dict(record=rec, result=result, reason=rec["reason"], energy=energy,
@@ -333,27 +349,22 @@ def main():
     written = []
     step = p["state_file"]
     try:
-        undo.replace(p["state_file"], old_state, state_text)
+        undo.replace(p["state_file"], None, state_text)
         written.append(step)
         step = p["history_file"]
         undo.append(p["history_file"], sep + line)
         written.append(step)
         step = p["power_file"]
         if figures != kept:
-            undo.replace(p["power_file"], old_power, json.dumps(figures, indent=1, sort_keys=True) + "\n")
+            undo.replace(p["power_file"], None, json.dumps(figures, indent=1, sort_keys=True) + "\n")
             written.append(step)
         step = metrics_file
         if not os.path.isdir(p["metrics_dir"]):
-            os.makedirs(p["metrics_dir"], 0o755)
-        undo.replace(metrics_file, old_metrics, prom_text)
+            undo.makedirs(p["metrics_dir"])
+        undo.replace(metrics_file, None, prom_text)
         written.append(step)
-    except (OSError, HostFsError) as exc:
-        failed = undo.rollback()
-        if failed:
-            module.fail_json(msg="could not write %s: %s; putting back what this call wrote failed for %s "
-                                 "(check those files)" % (step, exc, ", ".join(failed)))
-        module.fail_json(msg="could not write %s: %s; the state file, the history, the power figures and "
-                             "the metrics are as they were" % (step, exc))
+    except (OSError, fileio.HostFsError) as exc:
+        module.fail_json(msg=undo.failure("could not write %s: %s" % (step, exc)))
     module.exit_json(changed=True, written=written, lock_released=_release(module, p["lock_file"]), **out)
 
 

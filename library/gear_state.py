@@ -25,6 +25,10 @@ description:
     down failed while they stayed up. V(after_up) marks C(on) the hosts whose wake was verified.
   - Hosts the event does not concern are left as they are. The file is written atomically (temp
     file, fsync, rename, directory fsync); the gear-shift lock makes this the only writer.
+  - The file it reads must be a regular file in its directory (a link out of it, a FIFO, a device
+    or a file over 16 MiB is refused) holding strict JSON (no NaN, Infinity or a number beyond a
+    double such as C(1e999), nesting at most 64 deep, no lone surrogates); the error names the
+    file and what is wrong with it, and nothing is written.
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
@@ -87,15 +91,17 @@ updated:
   sample: {lab2: asleep, lab5: asleep}
 """
 
+import errno
 import json
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path, read_text_file
+from ansible.module_utils.fleetnap import fileio, parse
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path
 
-HOST_NAME = name(r"^[A-Za-z0-9_.:@\[\]-]{1,255}$", "an inventory host name")
+# \Z, not $: '$' also matches before a final newline, which let "n2\n" into the state file.
+HOST_NAME = name(r"^[A-Za-z0-9_.:@\[\]-]{1,255}\Z", "an inventory host name")
 CHECKS = {"path": path()}
 MAX_HOSTS = 100000
 STATES = ("on", "asleep", "off", "unknown")
@@ -117,11 +123,27 @@ def _check_lists(p):
 
 
 def read_state(real):
-    """The state document, or a new one when the file does not exist. Raises ParamError naming the
-    file when it is not a JSON object with a 'hosts' object."""
-    if not os.path.exists(real):
+    """The state document, or a new one when the file does not exist. Read through the file layer
+    (a regular file in its own directory, no link out of it, at most fileio.RECORD bytes, UTF-8)
+    and parse.loads (bounded depth, no NaN, Infinity or 1e999, no lone surrogates). Raises
+    ParamError naming the file and what is wrong with it."""
+    directory = os.path.dirname(real) or "/"
+    try:
+        data = fileio.read_optional(real, fileio.RECORD, root=directory, what="state file")
+    except fileio.UnsafeFileError as exc:
+        raise ParamError("%s: fix or remove it" % exc)
+    except OSError as exc:
+        if exc.errno == errno.EISDIR:
+            raise ParamError("state file %s is a directory: give the file's path" % real)
+        raise ParamError("cannot read the state file %s: %s" % (real, exc.strerror or exc))
+    if data is None:
         return {"hosts": {}}
-    doc = json.loads(read_text_file(real, "state file"), parse_constant=_no_constant) if os.path.getsize(real) else None
+    doc = None
+    if data.strip():
+        try:
+            doc = parse.loads(data, "state file %s" % real, fileio.RECORD)
+        except parse.ParseError as exc:
+            raise ParamError("%s: fix or remove it (nothing was written)" % exc)
     if not isinstance(doc, dict) or not isinstance(doc.get("hosts"), dict):
         raise ParamError("state file %s is not a JSON object with a 'hosts' object: fix or remove it" % real)
     for h, entry in doc["hosts"].items():
@@ -129,10 +151,6 @@ def read_state(real):
             raise ParamError("state file %s: hosts.%s is not an object (got %s): fix or remove the file"
                              % (real, h, type(entry).__name__))
     return doc
-
-
-def _no_constant(token):
-    raise ValueError("%s is not a JSON number" % token)
 
 
 def decide(event, hosts, rows, results):
@@ -176,12 +194,7 @@ def main():
     try:
         _check_lists(p)
         real = p["path"]
-        try:
-            doc = read_state(real)
-        except ValueError as exc:   # json.JSONDecodeError; ParamError is re-raised as it is
-            if isinstance(exc, ParamError):
-                raise
-            raise ParamError("state file %s is not valid JSON (%s): fix or remove it" % (real, exc))
+        doc = read_state(real)
     except ParamError as exc:
         module.fail_json(msg=str(exc))
 
@@ -201,13 +214,13 @@ def main():
     progress = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {"since": now}
     progress["updated"] = now
     doc["in_progress"] = progress
+    directory = os.path.dirname(real) or "/"
+    if not os.path.isdir(directory):
+        module.fail_json(msg="the state file's directory %s does not exist" % directory)
     try:
-        directory = os.path.dirname(real) or "/"
-        if not os.path.isdir(directory):
-            module.fail_json(msg="the state file's directory %s does not exist" % directory)
-        write_file_atomic(HostFS("/"), real, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n",
-                          0o644, module)
-    except (HostFsError, OSError, ValueError) as exc:
+        fileio.atomic_write(real, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n",
+                            0o644, directory, module)
+    except (fileio.HostFsError, OSError, ValueError) as exc:
         module.fail_json(msg="could not write the state file %s: %s (it is as it was)" % (real, exc))
     module.exit_json(changed=True, updated=updated, diff=diff)
 

@@ -35,6 +35,8 @@ options:
   src:
     description:
       - Path on the target of a saved kernel log (the output of C(dmesg), with timestamps).
+      - A regular file of at most 64 MiB (a larger one is refused from its size, before it is read;
+        a 60 MB log of many cycles is parsed in seconds). A FIFO, a device or a link to one is refused.
       - When omitted the live kernel ring buffer is read with C(dmesg), or from C(/dev/kmsg)
         when C(dmesg) is not installed. Reading it usually needs root (C(become=true)).
     type: path
@@ -67,6 +69,9 @@ options:
       - Write the HTML timeline of the analysed cycle to this path on the target (its directory
         must exist). With O(cycle=all) and several cycles, one file per cycle is written, named
         C(STEM-cycleN.html) after O(html_dest).
+      - Every page is written atomically; when one cannot be written the pages this call wrote
+        before it are put back, and a page that cannot be replaced (immutable, a FIFO, in an
+        append-only directory) is refused before anything is written.
       - Use C(delegate_to) with a saved log to write reports on the controller.
     type: path
   title:
@@ -231,16 +236,19 @@ source:
 import hashlib
 import os
 import socket
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse, read_kmsg, select
 from ansible.module_utils.fleetnap.recommend import recommend
 from ansible.module_utils.fleetnap.timeline_html import render
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file, text
 
-SRC_LIMIT = 64 * 1024 * 1024    # a saved kernel log; the ring buffer is at most a few MB
+# A saved kernel log (fileio.LOG, 64 MiB); the ring buffer is at most a few MB. A 60 MB log of
+# 1800 cycles is parsed in seconds (tests/bench/bench_pm_timeline.py); a larger one is refused
+# from its size, before it is read.
+SRC_LIMIT = fileio.LOG
 
 CHECKS = {
     "src": path(),
@@ -255,10 +263,18 @@ CHECKS = {
 def load_log(module):
     src = module.params["src"]
     if src:
-        if not os.path.isfile(src):
+        if not os.path.lexists(src) or os.path.isdir(src):
             module.fail_json(msg="src %s does not exist or is not a file on %s: save the log "
                                  "with 'dmesg > FILE' after the resume, or omit src to read "
                                  "the live ring buffer" % (src, socket.gethostname()))
+        try:
+            size = os.stat(src).st_size if os.path.isfile(src) else 0
+        except OSError:
+            size = 0
+        if size > SRC_LIMIT:
+            module.fail_json(msg="src %s is larger than %d MiB (%d bytes), the most pm_timeline reads of a saved "
+                                 "kernel log (on %s): save only the cycles to analyse (dmesg after the suspend, "
+                                 "or cut the file)" % (src, SRC_LIMIT // (1024 * 1024), size, socket.gethostname()))
         try:
             return read_text_file(src, "src", limit=SRC_LIMIT), src
         except ParamError as e:
@@ -275,7 +291,7 @@ def load_log(module):
         return out, "dmesg"
     try:
         return "\n".join(read_kmsg()), "/dev/kmsg"
-    except (IOError, OSError) as e:
+    except (IOError, OSError, fileio.HostFsError) as e:
         module.fail_json(msg="cannot read /dev/kmsg on %s: %s; install util-linux (dmesg) or "
                              "run with become: true" % (socket.gethostname(), to_native(e)))
 
@@ -349,9 +365,13 @@ def main():
         for path, cyc, res in zip(targets, chosen, results):
             page = to_bytes(render(cyc, res["recommendations"], host=host, top=p["top"]))
             old = None
-            if os.path.exists(path):
-                with open(path, "rb") as f:
-                    old = f.read()
+            if os.path.lexists(path):
+                try:
+                    old = fileio.read_bytes(path, fileio.RECORD, root=os.path.dirname(os.path.abspath(path)),
+                                            what="html_dest")
+                except (OSError, fileio.HostFsError) as e:
+                    module.fail_json(msg="cannot read html_dest %s on %s: %s; nothing was written"
+                                         % (path, socket.gethostname(), to_native(e)))
             before[path] = sha1(old) if old is not None else "absent"
             after[path] = sha1(page)
             if old != page:
@@ -360,20 +380,20 @@ def main():
         result["changed"] = bool(writes)
         if module._diff:
             result["diff"] = {"before": before, "after": after}
+        for path, page in writes:
+            problem = fileio.write_problem(path)
+            if problem:
+                module.fail_json(msg="cannot write html_dest %s on %s: %s; nothing was written"
+                                     % (path, socket.gethostname(), problem))
         if writes and not module.check_mode:
+            # Every page of the call in one batch: a failure on the third page puts the first two back.
+            changes = fileio.Changes()
             for path, page in writes:
-                fd, tmp = tempfile.mkstemp(prefix=".pm_timeline.", suffix=".html",
-                                           dir=os.path.dirname(os.path.abspath(path)))
                 try:
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(page)
-                    os.chmod(tmp, 0o644)
-                    module.atomic_move(tmp, path)
-                except Exception as e:  # pylint: disable=broad-except
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-                    module.fail_json(msg="cannot write html_dest %s on %s: %s"
-                                         % (path, socket.gethostname(), to_native(e)))
+                    changes.write(path, page, 0o644, module)
+                except (OSError, fileio.HostFsError) as e:
+                    module.fail_json(msg=changes.failure("cannot write html_dest %s on %s: %s"
+                                                         % (path, socket.gethostname(), to_native(e))))
     module.exit_json(**result)
 
 

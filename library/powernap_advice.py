@@ -83,7 +83,7 @@ options:
     type: float
     default: 0.33
   dvfs_min_frequency:
-    description: Lowest DVFS frequency relative to nominal (0.5 is a 2x range).
+    description: Lowest DVFS frequency relative to nominal (0.5 is a 2x range), from 0.01 (a 100x range) to 1.
     type: float
     default: 0.5
   dvfs_target_utilization:
@@ -272,9 +272,9 @@ svg_dest:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio, parse
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils.fleetnap.powernap import (
     DEFAULTS,
@@ -308,7 +308,7 @@ CHECKS = {
     "sleep_power_fraction": number(lo=0, hi=1),
     "cpu_power_fraction": number(lo=0, hi=1),
     "transition_power_fraction": number(lo=0, hi=100),
-    "dvfs_min_frequency": number(lo=0, lo_open=True, hi=1),
+    "dvfs_min_frequency": number(lo=0.01, hi=1),
     "dvfs_target_utilization": number(lo=0, lo_open=True, hi=1, hi_open=True),
     "dvfs_power_exponent": number(lo=1, hi=10),
     "svg_dest": path(),
@@ -362,34 +362,34 @@ def advise(params):
 
 
 def write_svg(module, dest, text):
-    """Write ``text`` to ``dest`` atomically if it differs; return (changed, before)."""
+    """Write ``text`` to ``dest`` atomically (fileio.atomic_write) if it differs; return (changed,
+    before). Whatever cannot be replaced (a directory, a FIFO, an immutable file, an append-only
+    directory) is refused before anything is written."""
     before = None
-    if os.path.exists(dest):
-        if os.path.isdir(dest):
-            module.fail_json(msg="svg_dest %s is a directory; give a file name such as %s"
-                                 % (dest, os.path.join(dest, "powernap.svg")))
-        try:
-            with open(dest, "rb") as f:
-                before = f.read().decode("utf-8", "replace")
-        except (IOError, OSError) as e:
-            module.fail_json(msg="cannot read svg_dest %s: %s" % (dest, to_native(e)))
-    if before == text:
-        return False, before
+    if os.path.isdir(dest):
+        module.fail_json(msg="svg_dest %s is a directory; give a file name such as %s"
+                             % (dest, os.path.join(dest, "powernap.svg")))
     parent = os.path.dirname(os.path.abspath(dest))
     if not os.path.isdir(parent):
         module.fail_json(msg="the directory of svg_dest %s does not exist; create %s first" % (dest, parent))
+    data = to_bytes(text)
+    if fileio.same_content(dest, data, 0o644):
+        return False, text
+    problem = fileio.write_problem(dest)
+    if problem:
+        module.fail_json(msg="cannot write svg_dest %s: %s; nothing was written" % (dest, problem))
+    if os.path.lexists(dest):
+        try:
+            old = fileio.read_bytes(dest, fileio.RECORD, root=parent, what="svg_dest")
+            before = old.decode("utf-8", "replace")
+        except (OSError, fileio.HostFsError) as e:
+            module.fail_json(msg="cannot read svg_dest %s: %s" % (dest, to_native(e)))
     if module.check_mode:
         return True, before
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".powernap-", suffix=".svg", dir=parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(to_bytes(text))
-    except (IOError, OSError) as e:
-        module.fail_json(msg="cannot write next to svg_dest %s: %s (is %s writable?)"
-                             % (dest, to_native(e), parent))
-    if before is None:
-        os.chmod(tmp, 0o644)
-    module.atomic_move(tmp, dest)
+        fileio.atomic_write(dest, data, 0o644, root=parent, module=module)
+    except (OSError, fileio.HostFsError) as e:
+        module.fail_json(msg="%s (is %s writable?); svg_dest is as it was" % (to_native(e), parent))
     return True, before
 
 
@@ -415,11 +415,11 @@ def main():
         # A templated list arrives as text when it was not a YAML list.
         text = util.strip()
         if text.startswith("["):
-            import json
             try:
-                util = json.loads(text)
-            except ValueError:
-                module.fail_json(msg="utilization %r is neither a number nor a list of numbers" % util)
+                util = parse.loads(text, "utilization", max_depth=1)
+            except parse.ParseError as e:
+                module.fail_json(msg="utilization %s is neither a number nor a list of numbers: %s"
+                                     % (repr(util)[:60], e))
         else:
             util = text
     if isinstance(util, (list, tuple)) and len(util) > MAX_SAMPLES:

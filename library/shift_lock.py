@@ -13,8 +13,9 @@ module: shift_lock
 short_description: An exclusive lock file on the controller, owned by the running ansible-playbook
 description:
   - Takes or releases a lock file so that two operations (two gear shifts) cannot overlap.
-  - The lock file appears complete or not at all (written to a temporary file, synced, then
-    hard-linked into place, which fails when the lock exists), and every take or release
+  - The lock file appears complete or not at all (written to a temporary file created exclusively
+    with an unpredictable name, so a link planted beside the lock is never written through,
+    synced, then hard-linked into place, which fails when the lock exists), and every take or release
     decides under an exclusive C(flock) of C(PATH.guard), so two takers can never both own it.
     It holds the owner's PID, the
     PID's start time (from C(/proc/PID/stat), so a recycled PID is not mistaken for the owner),
@@ -22,7 +23,10 @@ description:
   - The owner is the C(ansible-playbook) main process this module runs under (found by walking up
     the process tree past Ansible's forked workers, which share its command line), or O(pid).
   - A lock held by a live process refuses with a message naming it. A lock whose owner is gone
-    (interrupted run; a zombie counts as gone) or that is unreadable is taken over with a warning.
+    (interrupted run; a zombie counts as gone) or that is not JSON is taken over with a warning.
+  - A lock that is a symbolic link (a dangling one included), a FIFO or another special file, or a
+    JSON object whose fields are not what this module writes (a C(cmdline) that is a number) is
+    refused with a message naming the file and the field; remove it by hand.
   - Releasing removes the file only when this run owns it (or with O(force=true)).
   - Run it on the controller (C(delegate_to=localhost), C(run_once=true)).
 version_added: "0.1.0"
@@ -143,13 +147,15 @@ def main():
             os.makedirs(directory, 0o755)
         except OSError as e:
             module.fail_json(msg="cannot create the lock's directory %s: %s" % (directory, e), held=False)
-    if module.check_mode:       # decides, writes nothing (not even the guard)
-        module.exit_json(**_decide(module, p, path, pid, st, me))
     # Every decision about the lock is taken holding the guard: read, decide and write cannot
-    # interleave between two takers (or a taker and a releaser).
+    # interleave between two takers (or a taker and a releaser). Check mode decides and writes
+    # nothing (not even the guard).
     try:
-        with guarded(path):
+        if module.check_mode:
             result = _decide(module, p, path, pid, st, me)
+        else:
+            with guarded(path):
+                result = _decide(module, p, path, pid, st, me)
     except LockError as e:
         module.fail_json(msg=str(e), owner=e.owner, held=e.held)
     module.exit_json(**result)

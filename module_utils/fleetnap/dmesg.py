@@ -82,6 +82,10 @@ import errno
 import os
 import re
 
+from ansible.module_utils.fleetnap import fileio
+
+MAX_KMSG_RECORDS = 1000000      # the ring buffer holds far fewer; a device that never ends is cut here
+
 PHASES = (
     "suspend_prepare", "suspend", "suspend_late", "suspend_noirq", "suspend_machine",
     "resume_machine", "resume_noirq", "resume_early", "resume", "resume_complete",
@@ -774,10 +778,10 @@ def critical_path(devs, resume):
     return path
 
 
-def parse_file(path, since=None):
-    """Parse a saved log file (bytes that are not UTF-8 are replaced)."""
-    with open(path, "rb") as f:
-        data = f.read()
+def parse_file(path, since=None, limit=None):
+    """Parse a saved log file through the file layer (a regular file, at most ``limit`` bytes,
+    default fileio.LOG; bytes that are not UTF-8 are replaced)."""
+    data = fileio.read_bytes(path, fileio.LOG if limit is None else limit, what="kernel log")
     return parse(data.decode("utf-8", "replace"), since=since)
 
 
@@ -793,7 +797,11 @@ def select(cycles, which="last"):
 def read_kmsg(path="/dev/kmsg"):
     """All records currently in the ring buffer, without blocking."""
     records = []
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    # fileio.open_device: only the character device (a planted file or FIFO is refused); read
+    # non-blocking, record by record, until the ring buffer has no more (EAGAIN).
+    dev = fileio.open_device(path, "rb")
+    fd = dev.fileno()
+    os.set_blocking(fd, False)
     try:
         while True:
             try:
@@ -807,6 +815,8 @@ def read_kmsg(path="/dev/kmsg"):
             if not chunk:
                 break
             records.append(chunk.decode("utf-8", "replace"))
+            if len(records) > MAX_KMSG_RECORDS:
+                break
     finally:
-        os.close(fd)
+        dev.close()
     return kmsg_to_lines(records)

@@ -19,12 +19,13 @@ Standard library only.
 from __future__ import annotations
 
 import calendar
-import json
 import math
 import os
+import stat
 import time
 
-from ansible.module_utils.fleetnap.validate import ParamError, read_text_file
+from ansible.module_utils.fleetnap import fileio, parse
+from ansible.module_utils.fleetnap.validate import ParamError
 
 STATES = ("on", "asleep", "off", "unknown")
 FIGURE_KEYS = ("on", "asleep", "off")
@@ -38,8 +39,8 @@ class EnergyError(ValueError):
 def parse_time(text, where):
     """Epoch seconds of an ISO time in UTC as gear_record writes it (Jinja's now(utc=true):
     no offset; or +00:00 or Z; optional fraction). Another offset is refused."""
-    if not isinstance(text, str):
-        raise EnergyError("%s: expected an ISO time, got %r" % (where, text))
+    if not isinstance(text, str) or not text.isascii() or len(text) > 64:
+        raise EnergyError("%s: expected an ISO time in ASCII digits, got %s" % (where, repr(text)[:80]))
     t = text.strip().replace("Z", "+00:00")
     if t.endswith("+00:00"):
         t = t[:-6]
@@ -48,13 +49,17 @@ def parse_time(text, where):
     frac = 0.0
     if "." in t:
         t, f = t.split(".", 1)
-        if not f.isdigit():
+        if not (f.isascii() and f.isdigit()) or len(f) > 9:
             raise EnergyError("%s: %r is not an ISO time" % (where, text))
         frac = float("0." + f)
     try:
-        return calendar.timegm(time.strptime(t, "%Y-%m-%dT%H:%M:%S")) + frac
-    except ValueError:
+        epoch = calendar.timegm(time.strptime(t, "%Y-%m-%dT%H:%M:%S")) + frac
+    except (ValueError, OverflowError):
         raise EnergyError("%s: %r is not an ISO time (YYYY-MM-DDTHH:MM:SS+00:00)" % (where, text))
+    try:
+        return parse.in_date_window(epoch, where)
+    except parse.ParseError as exc:
+        raise EnergyError(str(exc))
 
 
 def check_figures(figures, where="power figures"):
@@ -86,35 +91,62 @@ def check_figures(figures, where="power figures"):
     return out
 
 
+def read_text(path, what, limit=fileio.LOG, root=None):
+    """The text of a record file (history, power figures, an artifact) through the file layer: a
+    regular file in its own directory (no link out of it, no FIFO or device), at most ``limit``
+    bytes (a larger one refused from its size, before any byte is read) of UTF-8; None when it does
+    not exist; ParamError naming the file otherwise. ``root``: the tree no link may lead out of
+    (default the file's own directory)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > limit:
+        raise ParamError("%s %s is larger than %d MiB, the most fleetnap reads of such a file (%d bytes): "
+                         "not a file fleetnap wrote" % (what, path, limit // (1024 * 1024), st.st_size))
+    try:
+        data = fileio.read_optional(path, limit, root=root or os.path.dirname(path) or "/", what=what)
+        return None if data is None else fileio.decode(data, path, what)
+    except fileio.UnsafeFileError as exc:
+        raise ParamError(str(exc))
+    except OSError as exc:
+        raise ParamError("cannot read %s %s: %s" % (what, path, exc.strerror or exc))
+
+
 def read_power_file(path):
     """The power figures kept in ``path`` (host -> {on, asleep, off}), {} when it does not exist;
     EnergyError/ParamError naming the file when it is not what gear_energy writes."""
-    if not os.path.exists(path):
+    text = read_text(path, "power file", fileio.RECORD)
+    if text is None:
         return {}
     try:
-        kept = json.loads(read_text_file(path, "power file"))
-    except ValueError as exc:
-        if isinstance(exc, ParamError):
-            raise
-        raise EnergyError("power file %s is not valid JSON: fix or remove it" % path)
+        kept = parse.loads(text, "power file %s" % path, fileio.RECORD)
+    except parse.ParseError as exc:
+        raise EnergyError("%s: fix or remove it" % exc)
     return check_figures(kept, "power file %s" % path)
 
 
+MAX_LINE = 1024 * 1024          # one shift's line: every host's state, a million bytes is beyond any fleet
+
+
 def read_history(lines, where="history"):
-    """[(epoch, {host: state})] sorted by time, from history.jsonl lines."""
+    """[(epoch, {host: state})] sorted by time, from history.jsonl lines. Every line strict JSON
+    (parse.loads), its ``finished`` an ISO time in UTC within 2000-01-01 .. a year from now."""
     out = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
         at = "%s line %d" % (where, i)
+        if len(line) > MAX_LINE:
+            raise EnergyError("%s is longer than %d bytes: not a line gear_record writes" % (at, MAX_LINE))
         try:
-            rec = json.loads(line)
-        except ValueError:
-            raise EnergyError("%s is not valid JSON" % at)
+            rec = parse.loads(line, at, MAX_LINE)
+        except parse.ParseError as exc:
+            raise EnergyError(str(exc) if "not valid JSON" not in str(exc) else "%s is not valid JSON" % at)
         if not isinstance(rec, dict):
             raise EnergyError("%s: expected a JSON object" % at)
         power = rec.get("power", {})
-        if not isinstance(power, dict) or any(s not in STATES for s in power.values()):
+        if not isinstance(power, dict) or any(not isinstance(s, str) or s not in STATES for s in power.values()):
             raise EnergyError("%s: power must map hosts to one of %s" % (at, ", ".join(STATES)))
         out.append((parse_time(rec.get("finished"), at + ": finished"), power))
     out.sort(key=lambda r: r[0])
@@ -137,34 +169,54 @@ def _split_days(start, end):
     return out
 
 
+def _rates(power, figures, without):
+    """Per hour of one interval: host-hours per state, parked host-hours and kW used, if on and
+    not spent (hosts with figures). Computed once per history line, so the walk over the days
+    costs nothing per host."""
+    per_state = dict.fromkeys(STATES, 0.0)
+    parked = used = if_on = not_spent = 0.0
+    for host, state in power.items():
+        per_state[state] += 1.0
+        if state in ("asleep", "off"):
+            parked += 1.0
+        f = figures.get(host)
+        if f is None:
+            without.add(host)
+            continue
+        if state == "unknown":
+            continue
+        used += f[state] / 1000.0
+        if_on += f["on"] / 1000.0
+        not_spent += (f["on"] - f[state]) / 1000.0
+    return per_state, parked, used, if_on, not_spent
+
+
 def daily(history, figures, until):
     """Per UTC day from the first shift to ``until`` (epoch): host-hours per state, host-hours
     parked (asleep + off), energy used and energy not spent against staying on (kWh, hosts with
-    figures only). Returns {"days": [...], "total": {...}, "hosts_without_figures": [...]}."""
+    figures only). Returns {"days": [...], "total": {...}, "hosts_without_figures": [...]}.
+
+    The work is one pass over each line's hosts plus one step per day the history covers; the
+    dates are bounded when read (2000-01-01 .. a year from now) and ``until`` by the callers'
+    checks, so no line can make the walk over days unbounded."""
     days = {}
     without = set()
     for i, (t0, power) in enumerate(history):
         t1 = history[i + 1][0] if i + 1 < len(history) else until
         if t1 <= t0:
             continue
+        per_state, parked, used, if_on, not_spent = _rates(power, figures, without)
         for day, secs in _split_days(t0, t1):
             d = days.setdefault(day, {"day": day, "host_hours": dict.fromkeys(STATES, 0.0),
                                       "parked_host_hours": 0.0, "kwh_used": 0.0, "kwh_if_on": 0.0,
                                       "kwh_not_spent": 0.0})
             hours = secs / 3600.0
-            for host, state in power.items():
-                d["host_hours"][state] += hours
-                if state in ("asleep", "off"):
-                    d["parked_host_hours"] += hours
-                f = figures.get(host)
-                if f is None:
-                    without.add(host)
-                    continue
-                if state == "unknown":
-                    continue
-                d["kwh_used"] += f[state] * hours / 1000.0
-                d["kwh_if_on"] += f["on"] * hours / 1000.0
-                d["kwh_not_spent"] += (f["on"] - f[state]) * hours / 1000.0
+            for state, count in per_state.items():
+                d["host_hours"][state] += count * hours
+            d["parked_host_hours"] += parked * hours
+            d["kwh_used"] += used * hours
+            d["kwh_if_on"] += if_on * hours
+            d["kwh_not_spent"] += not_spent * hours
     rows = [days[k] for k in sorted(days)]
     for r in rows:
         r["host_hours"] = dict((k, round(v, 3)) for k, v in r["host_hours"].items())

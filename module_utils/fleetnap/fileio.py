@@ -533,3 +533,42 @@ def truncate(path, size):
 def read_proc(pid, name, limit=VALUE):
     """``/proc/PID/NAME`` (stat, cmdline), bounded; OSError when the process is gone."""
     return read_bytes("/proc/%d/%s" % (int(pid), name), limit)
+
+
+def create_exclusive(path, content, mode=0o644, root="/"):
+    """Put a complete file at ``path`` only when nothing is there (a lock): the content is written
+    to an exclusively created temporary file with an unpredictable name beside it, fsynced, then
+    hard-linked to ``path`` (link(2) fails when anything, a dangling link included, is there; it
+    never follows a link), and the directory fsynced. True when created, False when ``path``
+    exists; FileWriteError naming the path otherwise. The temporary file never stays behind."""
+    data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+    directory = os.path.dirname(path) or "."
+    if real_root(root) != "/":
+        resolve(root, directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".fleetnap-", dir=directory)
+    except OSError as exc:
+        raise FileWriteError("cannot write %s: %s" % (path, exc.strerror or exc))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+        os.close(fd)
+        fd = None
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        fsync_dir(directory)
+        return True
+    except OSError as exc:
+        raise FileWriteError("cannot write %s: %s" % (path, exc.strerror or exc))
+    finally:
+        if fd is not None:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

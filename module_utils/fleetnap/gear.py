@@ -36,9 +36,14 @@ Standard library only: this module is shipped to targets by Ansible.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import os
+import time
 from datetime import date, datetime, timezone as dt_timezone
+
+from ansible.module_utils.fleetnap import fileio, parse
 
 # Tolerance for ceil() on values that are integers up to float rounding (L*r/N == 2.0000000001).
 _EPS = 1e-9
@@ -259,48 +264,47 @@ def _number(text, column, where):
     return value
 
 
+CSV_LIMIT = fileio.LOG     # a year of one-minute samples is about 30 MB
+
+
 def read_load_csv(path, capacity, replicas, tz=None):
     """Read a load CSV in one pass into :class:`HourlyPeaks`.
 
     Columns: ``timestamp, read_iops, write_iops, read_mbps, write_mbps`` (fleet totals, any
     sampling interval). A header row naming these columns (any order, extra columns ignored)
     is optional; without one the order above is assumed. Blank lines and ``#`` lines are skipped.
+
+    The file is read through the file layer (a regular file, no FIFO or device, at most CSV_LIMIT
+    bytes, refused from its size before it is read), strictly UTF-8; every timestamp must lie in
+    2000-01-01 .. a year from now, every number in ASCII digits.
     """
     peaks = HourlyPeaks(capacity, replicas, tz)
     cap = capacity
     r = replicas
     try:
-        fh = open(path, "r", newline="", encoding="utf-8")
+        st = os.stat(path)
+        if st.st_size > CSV_LIMIT and not os.path.isdir(path):
+            raise GearError("load_csv %s is larger than %d MiB (%d bytes), the most gear_plan reads: give it the "
+                            "training days only" % (path, CSV_LIMIT // (1024 * 1024), st.st_size))
+        data = fileio.read_bytes(path, CSV_LIMIT, what="load_csv")
+    except fileio.UnsafeFileError as e:
+        raise GearError(str(e))
     except (IOError, OSError) as e:
         raise GearError("cannot read load_csv %s: %s" % (path, e))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GearError("%s line %d is not UTF-8 text: repair or remove it" % (path, data.count(b"\n", 0, e.start) + 1))
+    del data
     reader = None
     try:
-        with fh:
-            reader = csv.reader(fh)
-            _read_rows(reader, path, peaks, cap, r)
-    except UnicodeDecodeError:
-        raise GearError("%s line %s is not UTF-8 text: repair or remove it" % (path, _first_bad_line(path)))
+        reader = csv.reader(io.StringIO(text, newline=""))
+        _read_rows(reader, path, peaks, cap, r, text.isascii())
     except csv.Error as e:
         raise GearError("%s line %d: %s" % (path, reader.line_num if reader else 0, e))
-    except (IOError, OSError) as e:
-        raise GearError("cannot read load_csv %s: %s" % (path, e))
     if not peaks.peaks:
         raise GearError("load_csv %s has no samples" % path)
     return peaks
-
-
-def _first_bad_line(path):
-    """The number of the first line of path that is not UTF-8 ('?' if it cannot be told)."""
-    try:
-        with open(path, "rb") as fh:
-            for lineno, raw in enumerate(fh, 1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    return lineno
-    except (IOError, OSError):
-        pass
-    return "?"
 
 
 # Unix seconds of 9999-12-31T00:00:00Z: later times cannot be dates (and local time a day on).
@@ -316,8 +320,20 @@ def check_epoch(value, what):
     return value
 
 
-def _read_rows(reader, path, peaks, cap, r):
-    """The rows of a load CSV into peaks (read_load_csv's loop)."""
+def _in_window(epoch, where, ts_text):
+    """GearError naming the line when a sample's time is outside 2000-01-01 .. a year from now."""
+    if not math.isfinite(epoch):
+        raise GearError("%s: timestamp %r is not a time (not a finite number)" % (where, ts_text))
+    try:
+        parse.in_date_window(epoch, "%s: timestamp %r" % (where, ts_text))
+    except parse.ParseError as e:
+        raise GearError(str(e))
+
+
+def _read_rows(reader, path, peaks, cap, r, ascii_only=True):
+    """The rows of a load CSV into peaks (read_load_csv's loop). ``ascii_only``: the whole file is
+    ASCII, so no field can hold digits float() reads but fleetnap does not (Arabic-Indic, fullwidth)."""
+    first_date, last_date = parse.DATE_MIN, time.time() + parse.DATE_AHEAD_S
     add_load = peaks.add_load
     by_epoch = peaks.bucket_of_epoch
     by_dt = peaks.bucket_of_datetime
@@ -342,6 +358,10 @@ def _read_rows(reader, path, peaks, cap, r):
         if len(row) < width:
             raise GearError("%s: %d column(s), expected timestamp, read_iops, write_iops, read_mbps, "
                             "write_mbps" % (where, len(row)))
+        if not ascii_only:
+            for k, col in enumerate(("timestamp",) + METRICS):
+                if not row[idx[k]].isascii():
+                    raise GearError("%s: %s is %r: numbers and times in ASCII digits only" % (where, col, row[idx[k]][:40]))
         try:
             ri = float(row[idx[1]])
             wi = float(row[idx[2]])
@@ -359,14 +379,20 @@ def _read_rows(reader, path, peaks, cap, r):
         except ValueError:
             epoch = None
         if epoch is not None:
-            if not 0 <= epoch <= MAX_EPOCH:
-                check_epoch(epoch, "%s: timestamp %r" % (where, ts_text))
+            if not first_date <= epoch <= last_date:
+                _in_window(epoch, where, ts_text)
             bucket = by_epoch(epoch)
         else:
             try:
                 when = parse_timestamp(ts_text)
             except GearError as e:
                 raise GearError("%s: %s" % (where, e))
+            try:
+                epoch = (when if when.tzinfo is not None else when.replace(tzinfo=dt_timezone.utc)).timestamp()
+            except (OverflowError, ValueError):
+                epoch = float("inf")
+            if not first_date - 86400 <= epoch <= last_date + 86400:
+                _in_window(epoch, where, ts_text)
             try:
                 bucket = by_dt(when)
             except (OverflowError, ValueError):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.gearshift import plan_from
-from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
 from ansible.module_utils.fleetnap.validate import ParamError
 
 RESULTS = ("ok", "degraded", "refused", "failed")
@@ -38,10 +38,35 @@ def check_inputs(plan, after, actions):
     for key in ("up_hosts", "down_hosts"):
         if not isinstance(after[key], list) or not all(isinstance(h, str) for h in after[key]):
             raise ParamError("option after.%s: must be a list of host names" % key)
+    check_actions(actions)
+    _unique(after["rows"], "after.rows", ("host",))
+    _unique(after["power_rows"], "after.power_rows", ("host", "state"))
+
+
+def check_actions(actions):
+    """Each action a dict with a host name (a string: a list there is refused here, before any
+    set or dict is built from the names) and ok (true or false)."""
     for i, a in enumerate(actions):
-        if not isinstance(a.get("host"), str) or not isinstance(a.get("ok"), bool):
+        if not isinstance(a, dict) or not isinstance(a.get("host"), str) or not isinstance(a.get("ok"), bool):
             raise ParamError("option actions[%d]: needs a host name (host) and ok (true or false), got %s"
                              % (i, repr(a)[:80]))
+
+
+def _unique(rows, opt, keys):
+    """Two rows for one host (and state) would be two samples of one series in the metrics file,
+    which node_exporter's textfile collector rejects whole: refused, naming both rows."""
+    seen = {}
+    for i, r in enumerate(rows):
+        key = tuple(r.get(k) for k in keys)
+        try:
+            first = seen.setdefault(key, i)
+        except TypeError:
+            raise ParamError("option %s[%d]: %s must be text, got %s" % (opt, i, "/".join(keys), repr(key)[:80]))
+        if first != i:
+            raise ParamError("option %s[%d] and %s[%d]: two rows for %s %s: one row per %s (the metrics file "
+                             "would hold two samples of one series, which node_exporter rejects)"
+                             % (opt, first, opt, i, " and ".join(keys), " ".join(repr(k) for k in key),
+                                " and ".join(keys)))
 
 
 def after_shift(plan, observed, replicas, gmin, state_file, now=None):
@@ -143,9 +168,11 @@ def metrics(rec, after, energy, now):
          "rows": after["power_rows"], "row_labels": {"host": "host", "state": "state"}, "row_value": "value"},
         {"name": "fleetnap_gear_shift_last_result", "help": "Result of the last gear shift (1 = this result).",
          "samples": [{"labels": {"result": r}, "value": int(rec["result"] == r)} for r in RESULTS]},
-        {"name": "fleetnap_gear_parked_host_hours_total", "samples": value(energy["total"]["parked_host_hours"]),
+        {"name": "fleetnap_gear_parked_host_hours_total", "type": "counter",
+         "samples": value(energy["total"]["parked_host_hours"]),
          "help": "Host-hours parked (asleep in S3 or off) by gear shifts since the gear history began."},
-        {"name": "fleetnap_gear_energy_not_spent_kwh_total", "samples": value(energy["total"]["kwh_not_spent"]),
+        {"name": "fleetnap_gear_energy_not_spent_kwh_total", "type": "counter",
+         "samples": value(energy["total"]["kwh_not_spent"]),
          "help": "Energy not spent against staying on since the gear history began (hosts with power figures), kWh."},
         {"name": "fleetnap_gear_hosts_without_power_figures", "samples": value(len(energy["hosts_without_figures"])),
          "help": "Hosts in the gear history without power figures (fleetnap_power_w); they count in host-hours only."},
@@ -171,41 +198,38 @@ def report(rec, after, state_file):
     return lines
 
 
-class Writes(object):
-    """The files one call writes, each step remembered so that a failure after the first write
-    can put every file back as it was (rollback, in reverse order)."""
+class Writes(fileio.Changes):
+    """The files one call writes (fileio.Changes: each write atomic, each remembered with how to
+    undo it), so that a failure after the first write puts every file back as it was."""
 
     def __init__(self, module=None):
+        super(Writes, self).__init__("/")
         self.module = module
-        self.steps = []
 
     def replace(self, p, old, new):
-        """Write ``new`` to ``p`` atomically; ``old`` is its content before (None: no file)."""
-        self.steps.append(("replace", p, old))
-        write_file_atomic(HostFS("/"), p, new, 0o644, self.module)
+        """Write ``new`` to ``p`` atomically (``old``, its content before, is kept by Changes'
+        own snapshot; the argument stays for callers)."""
+        return self.write(p, new, 0o644, self.module)
 
     def append(self, p, text):
-        self.steps.append(("append", p, os.path.getsize(p) if os.path.exists(p) else None))
-        with open(p, "a") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        """Append ``text`` to ``p``; undone by cutting it back, or by removing a file this call
+        created."""
+        existed = os.path.lexists(p)
+        fileio.Changes.append(self, p, text)
+        if not existed:
+            self.done[-1] = (p, lambda: fileio.remove(p))
+
+    def makedirs(self, directory):
+        """Create ``directory`` (and missing parents); undone by removing what was created."""
+        made = []
+        d = directory
+        while d and d != "/" and not os.path.lexists(d):
+            made.append(d)
+            d = os.path.dirname(d)
+        os.makedirs(directory, 0o755)
+        for d in reversed(made):     # recorded outermost first, so undone deepest first
+            self.record(d, (lambda x: lambda: os.rmdir(x))(d))
 
     def rollback(self):
-        """Put back every file written; returns the ones that could not be put back."""
-        failed = []
-        for kind, p, old in reversed(self.steps):
-            try:
-                if old is None:
-                    if os.path.lexists(p):
-                        os.unlink(p)
-                elif kind == "append":
-                    with open(p, "r+b") as fh:
-                        fh.truncate(old)
-                        os.fsync(fh.fileno())
-                else:
-                    write_file_atomic(HostFS("/"), p, old, 0o644, self.module)
-            except (OSError, HostFsError) as exc:
-                failed.append("%s (%s)" % (p, exc))
-        self.steps = []
-        return failed
+        """Put back every file written; returns 'path: why' for the ones that could not be."""
+        return self.undo()[1]

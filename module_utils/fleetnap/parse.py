@@ -209,3 +209,26 @@ def loads(data, where, limit=MAX_JSON, max_depth=MAX_DEPTH):
         raise ParseError("%s is not valid JSON: %s" % (where, exc))
     _check_strings(doc, where)
     return doc
+
+
+# --- dates in records -----------------------------------------------------------------------------
+
+DATE_MIN = 946684800            # 2000-01-01T00:00:00Z: no fleetnap record is older
+DATE_AHEAD_S = 366 * 86400      # a clock a year fast is already wrong; later is not a record's date
+
+
+def in_date_window(epoch, where, now=None):
+    """``epoch`` (Unix seconds) when it lies in 2000-01-01 .. now + 1 year, else ParseError naming
+    ``where`` (a file and line): a record dated in year 1 or 9999 would make every loop over the
+    time it claims endless."""
+    import time as _time
+    epoch = finite(epoch, where)
+    latest = (_time.time() if now is None else now) + DATE_AHEAD_S
+    if not DATE_MIN <= epoch <= latest:
+        try:
+            shown = _time.strftime("%Y-%m-%d", _time.gmtime(epoch))
+        except (OverflowError, OSError, ValueError):
+            shown = "%r Unix seconds" % epoch
+        raise ParseError("%s is outside 2000-01-01 .. a year from now (it is %s), the dates fleetnap accepts "
+                         "in a record (a clock that was wrong, or an edited file)" % (where, shown))
+    return epoch

@@ -44,6 +44,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+
+try:
+    from ansible.module_utils.fleetnap import parse
+except ImportError:     # docs/gen_powernap_table.py imports this file as fleetnap.powernap
+    from fleetnap import parse  # type: ignore
 from xml.sax.saxutils import escape
 
 # Defaults and where they come from (docs/powernap.md has the details).
@@ -79,10 +84,26 @@ class PowerNapError(ValueError):
     """Bad input for the model; the message names the value and the fix."""
 
 
+MIN_FREQUENCY = 0.01
+
+
 def _num(name, value):
+    # Text through parse.parse_number (ASCII digits only: float() reads '٠.٥' as 0.5); a number
+    # through parse.finite (a 400-digit int refused before float() overflows).
     try:
-        v = float(value)
-    except (TypeError, ValueError):
+        if isinstance(value, str):
+            if value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+                raise PowerNapError("%s must be a finite number, got %r" % (name, value))
+            v = float(parse.parse_number(value, name))
+        elif isinstance(value, bool):
+            raise PowerNapError("%s must be a number, got %r" % (name, value))
+        else:
+            v = float(parse.finite(value, name) if isinstance(value, int) else value)
+    except PowerNapError:
+        raise
+    except parse.ParseError as e:
+        raise PowerNapError("%s must be a number: %s" % (name, e))
+    except (TypeError, ValueError, OverflowError):
         raise PowerNapError("%s must be a number, got %r" % (name, value))
     if math.isnan(v) or math.isinf(v):
         raise PowerNapError("%s must be a finite number, got %r" % (name, value))
@@ -122,9 +143,12 @@ class Model(object):
         if self.transition_power_fraction < 0:
             raise PowerNapError("transition_power_fraction must be >= 0, got %r"
                                 % self.transition_power_fraction)
-        if not 0 < self.dvfs_min_frequency <= 1:
-            raise PowerNapError("dvfs_min_frequency must be in (0, 1] (lowest frequency / nominal, "
-                                "0.5 for a 2x range), got %r" % self.dvfs_min_frequency)
+        # A tiny f_min stretched service times past any float at zero utilisation (0.1 s / 1e-200,
+        # squared: a division by zero); no processor scales its frequency by more than 100x.
+        if not MIN_FREQUENCY <= self.dvfs_min_frequency <= 1:
+            raise PowerNapError("dvfs_min_frequency must be in [%g, 1] (lowest frequency / nominal, "
+                                "0.5 for a 2x range; no processor has a range of more than 100x), got %r"
+                                % (MIN_FREQUENCY, self.dvfs_min_frequency))
         if not 0 < self.dvfs_target_utilization < 1:
             raise PowerNapError("dvfs_target_utilization must be in (0, 1), got %r"
                                 % self.dvfs_target_utilization)

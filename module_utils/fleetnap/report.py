@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import glob
 import html
-import json
 import os
 import time
 
-from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history
-from ansible.module_utils.fleetnap.validate import ShapeError, shape
+from ansible.module_utils.fleetnap import fileio, parse
+from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_text
+from ansible.module_utils.fleetnap.validate import ParamError, ShapeError, shape
 
 
 class ReportError(ValueError):
@@ -29,29 +29,37 @@ class ReportError(ValueError):
     message names the file and the field)."""
 
 
-ARTIFACT_LIMIT = 64 * 1024 * 1024
+ARTIFACT_LIMIT = fileio.LOG
+
+
+_ROOT = {"artifacts": None}     # the artifacts directory gather() reads: no link may lead out of it
 
 
 def _text(path):
-    """The artifact's text: strictly UTF-8, at most ARTIFACT_LIMIT bytes."""
+    """The artifact's text through the file layer: a regular file under the artifacts directory
+    (no link out of it, no FIFO or device), at most ARTIFACT_LIMIT bytes, strictly UTF-8."""
     try:
-        with open(path, "rb") as fobj:
-            data = fobj.read(ARTIFACT_LIMIT + 1)
-    except (IOError, OSError) as exc:
-        raise ReportError("cannot read %s: %s" % (path, exc.strerror or exc))
-    if len(data) > ARTIFACT_LIMIT:
-        raise ReportError("%s is larger than %d bytes: not an artifact of fleetnap" % (path, ARTIFACT_LIMIT))
+        text = read_text(path, "artifact", ARTIFACT_LIMIT, _ROOT["artifacts"])
+    except ParamError as exc:
+        raise ReportError("%s: rerun the playbook that writes it" % exc)
+    if text is None:
+        raise ReportError("cannot read %s: it is gone" % path)
+    return text
+
+
+def _loads(text, where):
+    """One JSON document (parse.loads: bounded depth, no NaN, Infinity or lone surrogates)."""
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReportError("%s is not UTF-8 text (byte %d): rerun the playbook that writes it" % (path, exc.start))
+        return parse.loads(text, where, ARTIFACT_LIMIT)
+    except parse.ParseError as exc:
+        words = str(exc)
+        if "is not valid JSON" in words:
+            words = "%s is not valid JSON (%s)" % (where, words.split("is not valid JSON: ", 1)[-1])
+        raise ReportError("%s: rerun the playbook that writes it" % words)
 
 
 def _load(path):
-    try:
-        return json.loads(_text(path))
-    except ValueError as exc:
-        raise ReportError("%s is not valid JSON (%s): rerun the playbook that writes it" % (path, exc))
+    return _loads(_text(path), path)
 
 
 def _shape(doc, where, kind, optional=True):
@@ -147,28 +155,26 @@ def gather(artifacts, until=None):
     playbook writing it writes fails the report with a ReportError naming the file and the field
     (a report built around it would show wrong numbers or none)."""
     data = {"profile": None, "resume": None, "wake_latency": {}, "gear": None, "gear_history": [], "energy": None}
+    _ROOT["artifacts"] = artifacts
     path = os.path.join(artifacts, "profile", "decisions.json")
-    if os.path.exists(path):
+    if os.path.lexists(path):
         data["profile"] = check_profile(_load(path), path)
     path = os.path.join(artifacts, "resume", "summary.json")
-    if os.path.exists(path):
+    if os.path.lexists(path):
         data["resume"] = check_resume(_load(path), path)
     for path in sorted(glob.glob(os.path.join(artifacts, "wake-latency", "*.json"))):
         item = check_wake(_load(path), path)
         if "states" in item:
             data["wake_latency"][item.get("host") or os.path.basename(path)[:-5]] = item
     path = os.path.join(artifacts, "gear", "state.json")
-    if os.path.exists(path):
+    if os.path.lexists(path):
         data["gear"] = check_gear_state(_load(path), path)
     path = os.path.join(artifacts, "gear", "history.jsonl")
-    if os.path.exists(path):
+    if os.path.lexists(path):
         for lineno, line in enumerate(_text(path).splitlines(), 1):
             if line.strip():
                 where = "%s line %d" % (path, lineno)
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    raise ReportError("%s is not valid JSON" % where)
+                record = _loads(line, where)
                 data["gear_history"].append(check_history_record(record, where))
         data["energy"] = energy_of(path, os.path.join(artifacts, "gear", "power_w.json"), until)
     return data
@@ -179,13 +185,8 @@ def energy_of(history_path, power_path, until=None):
     naming the file."""
     try:
         figures = {}
-        if os.path.exists(power_path):
-            try:
-                figures = check_figures(json.loads(_text(power_path)), power_path)
-            except ValueError as exc:
-                if isinstance(exc, EnergyError):
-                    raise
-                raise ReportError("%s is not valid JSON: rerun gear_shift.yml or remove it" % power_path)
+        if os.path.lexists(power_path):
+            figures = check_figures(_load(power_path), power_path)
         history = read_history(_text(history_path).splitlines(), history_path)
     except EnergyError as exc:
         raise ReportError(str(exc))

@@ -12,6 +12,9 @@ import contextlib
 import fcntl
 import json
 import os
+import stat as stat_mod
+
+from ansible.module_utils.fleetnap import fileio, parse
 
 __metaclass__ = type
 
@@ -28,8 +31,7 @@ class LockError(Exception):
 def stat(pid):
     """(ppid, start_time) of a live pid, or None (no such process, or a zombie: it has exited)."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
-            data = fh.read().decode("utf-8", "replace")
+        data = fileio.read_proc(pid, "stat").decode("utf-8", "replace")
         rest = data[data.rindex(")") + 2:].split()
         if rest[0] in ("Z", "X"):
             return None
@@ -40,9 +42,8 @@ def stat(pid):
 
 def cmdline(pid):
     try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
-    except OSError:
+        return [a.decode("utf-8", "replace") for a in fileio.read_proc(pid, "cmdline").split(b"\0") if a]
+    except (OSError, ValueError):
         return []
 
 
@@ -70,62 +71,86 @@ def playbook_ancestor():
 
 
 def alive(owner):
-    try:
-        pid = int(owner.get("pid"))
-    except (TypeError, ValueError):
+    pid = owner.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int):
         return False
     st = stat(pid)
     return st is not None and st[1] == owner.get("start_time")
 
 
+# What each field of a lock must be (shift_lock writes them so); a lock with a field of another
+# shape was not written by fleetnap, and is refused naming the field (never guessed at).
+FIELDS = {
+    "pid": ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2 ** 31),
+    "start_time": ("a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "cmdline": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v)),
+    "since": ("a string", lambda v: isinstance(v, str)),
+    "purpose": ("a string", lambda v: isinstance(v, str)),
+}
+
+
 def read(path):
-    """The lock's owner record, None without a lock; an unreadable lock (not UTF-8, not JSON, not
-    an object: written by hand or by something else) has no live owner to respect."""
+    """The lock's owner record, None without a lock. A lock that is not UTF-8 JSON text (written by
+    hand or by something else) has no live owner to respect: {'pid': None, 'raw': ...}. LockError
+    naming the file for a lock that must not be used or guessed at: a symbolic link (a dangling
+    one included), a FIFO or other special file, one too large, or a JSON object whose fields are
+    not what shift_lock writes (issue 32: a ``cmdline`` that is a number)."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(65536)
+        st = os.lstat(path)
     except FileNotFoundError:
         return None
+    except OSError as e:
+        raise LockError("cannot read lock %s: %s" % (path, e.strerror or e))
+    if stat_mod.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        gone = "" if os.path.exists(path) else ", which does not exist (a dangling link)"
+        raise LockError("lock %s is a symbolic link to %s%s: shift_lock never writes a link; not a lock of a "
+                        "running shift. Remove %s and run again" % (path, target, gone, path))
+    try:
+        data = fileio.read_bytes(path, fileio.VALUE, what="lock")
+    except FileNotFoundError:
+        return None
+    except fileio.UnsafeFileError as e:
+        raise LockError("%s; remove it and run again" % e)
+    except OSError as e:
+        raise LockError("cannot read lock %s: %s" % (path, e.strerror or e))
     text = data.decode("utf-8", "replace")
     try:
-        doc = json.loads(text)
-    except ValueError:
+        doc = parse.loads(data, "lock %s" % path, limit=fileio.VALUE)
+    except parse.ParseError as e:
+        # Not JSON at all (empty, cut short, not UTF-8): nothing names an owner, taken over. JSON
+        # that names one in a way fleetnap never writes (NaN, a 400-digit number, 600 levels deep,
+        # a lone surrogate) is refused: guessing its owner could take a live shift's lock.
+        if "is not valid JSON" in str(e) or "is not UTF-8" in str(e):
+            return {"pid": None, "raw": text[:200]}
+        raise LockError("%s: not a lock shift_lock wrote; remove it and run again" % e)
+    if not isinstance(doc, dict):
         return {"pid": None, "raw": text[:200]}
-    return doc if isinstance(doc, dict) else {"pid": None, "raw": text[:200]}
+    for field, (kind, ok) in FIELDS.items():
+        if field in doc and not ok(doc[field]):
+            raise LockError("lock %s: field %s must be %s, got %s: not a lock shift_lock wrote; remove it and run "
+                            "again" % (path, field, kind, repr(doc[field])[:60]))
+    return doc
 
 
 def create(path, me):
-    """Put a complete lock file at path, or return False when one exists: write a temporary file,
-    fsync it, hard-link it to path (link fails if path exists), fsync the directory."""
-    directory = os.path.dirname(path) or "."
-    tmp = "%s.new.%d" % (path, os.getpid())
+    """Put a complete lock file at path, or return False when one exists: the lock is written to
+    an exclusively created temporary file with an unpredictable name (never through a planted
+    link), fsynced, hard-linked to path (link fails if path exists), and the directory fsynced
+    (fileio.create_exclusive)."""
+    problem = fileio.write_problem(path)
+    if problem:     # an append-only directory would keep the temporary file and, later, the lock
+        raise LockError("cannot create lock %s: %s" % (path, problem), held=False)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(me, indent=2) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-        return True
-    except OSError as e:
+        return fileio.create_exclusive(path, json.dumps(me, indent=2) + "\n", 0o644)
+    except (OSError, fileio.HostFsError) as e:
         raise LockError("cannot create lock %s: %s (is the directory writable?)" % (path, e), held=False)
-    finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
 
 
 def describe(owner):
-    return "PID %s (%s) since %s%s" % (owner.get("pid"), " ".join(owner.get("cmdline", []))[:160] or "?",
+    if owner.get("pid") is None and "raw" in owner:
+        return "an unreadable lock (not a JSON object: %r)" % owner["raw"][:60]
+    return "PID %s (%s) since %s%s" % (owner.get("pid"), " ".join(owner.get("cmdline") or [])[:160] or "?",
                                        owner.get("since", "?"),
                                        ", for: %s" % owner["purpose"] if owner.get("purpose") else "")
 
@@ -135,9 +160,11 @@ def guarded(path):
     """Hold the exclusive flock of PATH.guard (read, decide and write cannot interleave between
     two takers, or a taker and a releaser)."""
     try:
-        guard = os.open(path + ".guard", os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise LockError("cannot open the lock guard %s.guard: %s" % (path, e))
+        guard = fileio.lock_fd(path + ".guard", 0o644)
+    except (OSError, fileio.HostFsError) as e:
+        raise LockError("cannot open the lock guard %s.guard: %s (a link or a special file there is not "
+                        "followed: remove it)" % (path, e.strerror if isinstance(e, OSError) and e.strerror
+                                                   and not isinstance(e, fileio.HostFsError) else e))
     try:
         fcntl.flock(guard, fcntl.LOCK_EX)
         yield

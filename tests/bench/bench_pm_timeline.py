@@ -11,7 +11,14 @@ the totals, then times (median of several runs):
 * sleepgraph 5.6: ``loadKernelLog`` + ``parseKernelLog`` (its dmesg-only analysis, without
   writing its HTML), through its Python API in this process.
 
-Run with the venv's Python: ``.venv/bin/python tests/bench/bench_pm_timeline.py [--lines N]``.
+Then (issue 31) a big log of many cycles: the golden 3-cycle lab log
+(tests/golden/lab1-console-6.1-3cycles.txt) repeated with shifted timestamps to ``--big-mb`` MB
+(60 by default, about 1800 cycles), timed as pm_timeline's module does its work (read through the
+file layer, parse, every cycle's result and recommendations), beside sleepgraph on the same file.
+It must finish within ``BIG_TARGET_S`` (PASS/MISS printed; the script exits non-zero on a MISS).
+pm_timeline refuses a saved log above 64 MiB (fileio.LOG) from its size.
+
+Run with the venv's Python: ``.venv/bin/python tests/bench/bench_pm_timeline.py [--lines N] [--big-mb MB]``.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ import ansible.module_utils  # noqa: E402
 
 if str(REPO / "module_utils") not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(str(REPO / "module_utils"))
-from ansible.module_utils.fleetnap.dmesg import parse  # noqa: E402
+from ansible.module_utils.fleetnap.dmesg import parse, parse_file  # noqa: E402
+from ansible.module_utils.fleetnap.recommend import recommend  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 from sleepgraph_oracle import load_sleepgraph, sleepgraph_parse  # noqa: E402
@@ -89,6 +97,34 @@ def _fmt(t, msg):
     return "[%12.6f] %s" % (t, msg)
 
 
+GOLDEN = REPO / "tests" / "golden" / "lab1-console-6.1-3cycles.txt"
+BIG_TARGET_S = 20.0        # "finishes in seconds": a 60 MB log of 1800 cycles, on a busy 2-core machine
+
+
+def build_big_log(megabytes):
+    """The golden 3-cycle log repeated (timestamps shifted past the previous copy) to ``megabytes`` MB."""
+    lines = GOLDEN.read_text().splitlines()
+    recs = []
+    for line in lines:
+        m = _TS.match(line)
+        recs.append((float(m.group(1)), m.group(2)) if m else (None, line))
+    span = max(t for t, _ in recs if t is not None) + 10.0
+    one = sum(len(l) + 1 for l in lines)
+    copies = max(1, int(megabytes * 1e6 / one))
+    out = []
+    for k in range(copies):
+        out.extend(_fmt(t + k * span, msg) if t is not None else msg for t, msg in recs)
+    return "\n".join(out) + "\n"
+
+
+def module_work(path):
+    """What pm_timeline does with a saved log and cycle=all: read (file layer), parse, each cycle's
+    result with its recommendations."""
+    cycles = parse_file(str(path))
+    return [dict(c.to_dict(top=10, with_devices=True), recommendations=recommend(c, min_saving_ms=1.0))
+            for c in cycles]
+
+
 def timed(fn, reps):
     times = []
     result = None
@@ -104,6 +140,8 @@ def main():
     ap.add_argument("--lines", type=int, default=100000)
     ap.add_argument("--reps", type=int, default=5, help="repetitions of our parser")
     ap.add_argument("--sg-reps", type=int, default=3, help="repetitions of sleepgraph")
+    ap.add_argument("--big-mb", type=float, default=60.0, help="size of the many-cycle log (0: skip it)")
+    ap.add_argument("--big-reps", type=int, default=3, help="repetitions on the many-cycle log")
     args = ap.parse_args()
 
     text = build_log(args.lines)
@@ -127,7 +165,29 @@ def main():
     print("sleepgraph 5.6       : median %.3f s over %d runs (%s)"
           % (sg_t, len(sg_all), ", ".join("%.3f" % t for t in sg_all)))
     print("ratio sleepgraph/ours: %.1fx" % (sg_t / ours_t))
+    if args.big_mb > 0:
+        return big(args)
+    return 0
+
+
+def big(args):
+    text = build_big_log(args.big_mb)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "many-cycles-dmesg.txt"
+        path.write_text(text)
+        size = path.stat().st_size
+        del text
+        ours_t, ours_all, results = timed(lambda: module_work(path), args.big_reps)
+        sg = load_sleepgraph()
+        sg_t, sg_all, runs = timed(lambda: sleepgraph_parse(sg, path), 1)
+    verdict = "PASS" if ours_t <= BIG_TARGET_S else "MISS"
+    print("many-cycle log: %.1f MB, %d cycles (the golden lab1 log repeated)" % (size / 1e6, len(results)))
+    print("pm_timeline work (read, parse, every cycle) : median %.3f s over %d runs (%s)"
+          % (ours_t, len(ours_all), ", ".join("%.3f" % t for t in ours_all)))
+    print("sleepgraph 5.6 on the same log              : %.3f s (one run)" % sg_t)
+    print("%s: median %.1f s against the target of %.0f s" % (verdict, ours_t, BIG_TARGET_S))
+    return 0 if verdict == "PASS" else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

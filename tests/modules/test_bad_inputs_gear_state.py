@@ -53,7 +53,7 @@ def _table(base):
         ("state file a JSON list", "is not a JSON object with a 'hosts' object"),
         ("state file hosts a list", "is not a JSON object with a 'hosts' object"),
         ("state file empty", "is not a JSON object with a 'hosts' object"),
-        ("state file NaN", "is not valid JSON (NaN"),
+        ("state file NaN", "holds NaN, which is not a JSON number"),
         ("state file host entry a list", "hosts.n2 is not an object"),
     ]]
 

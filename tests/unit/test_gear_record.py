@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_module
+from promcheck import check as promcheck
 
 from ansible.module_utils.fleetnap import gearrecord as gr
 from ansible.module_utils.fleetnap import gearshift as gs
@@ -110,6 +111,20 @@ def test_writes_are_put_back_after_a_real_failure(tmp_path):
     assert not new.exists()
 
 
+# promtool's one lint of this file that a rename would fix: the host-hours counter is not in base
+# units (seconds). Renaming it changes the Grafana dashboard's series; left for the lead (report).
+KNOWN_LINT = 'fleetnap_gear_parked_host_hours_total use base unit "seconds" instead of "hours"'
+
+
+def _valid_gear_metrics(path):
+    """The metrics file's text; every problem promtool or the duplicate check finds fails the test,
+    but KNOWN_LINT."""
+    text = path.read_text()
+    problems = [p for p in promcheck(text) if p != KNOWN_LINT]
+    assert not problems, "\n".join(problems) + "\n---\n" + text
+    return text
+
+
 def _args(tmp_path: Path, plan, after, actions, **extra):
     gear = tmp_path / "gear"
     gear.mkdir(exist_ok=True)
@@ -134,7 +149,7 @@ def test_module_writes_state_history_power_and_metrics_and_check_mode_writes_not
     hist = [json.loads(x) for x in (gear / "history.jsonl").read_text().splitlines()]
     assert len(hist) == 1 and hist[0]["power"]["lab2"] == "asleep" and hist[0]["gear"] == 1
     assert json.loads((gear / "power_w.json").read_text()) == {n: FIG for n in LAB}
-    prom = (gear / "metrics" / "fleetnap_gear.prom").read_text().splitlines()
+    prom = _valid_gear_metrics(gear / "metrics" / "fleetnap_gear.prom").splitlines()
     assert "fleetnap_gear 1" in prom and 'fleetnap_gear_shift_last_result{result="ok"} 1' in prom
     assert 'fleetnap_host_power_state{host="lab2",state="asleep"} 1' in prom
     assert res["report"][0].startswith("Gear shift ok: gear 1 (target 1, requested 1) in ")
@@ -142,6 +157,7 @@ def test_module_writes_state_history_power_and_metrics_and_check_mode_writes_not
     again = run_module("gear_record", args)
     assert again.get("failed") is not True
     assert len((gear / "history.jsonl").read_text().splitlines()) == 2
+    _valid_gear_metrics(gear / "metrics" / "fleetnap_gear.prom")
     assert again["energy"]["hosts_without_figures"] == []
 
 
