@@ -428,8 +428,9 @@ class Changes(object):
         return True
 
     def append(self, path, data):
+        existed = os.path.lexists(path)
         size = append(path, data, self.root)
-        self.done.append((path, lambda: truncate(path, size)))
+        self.done.append((path, (lambda: truncate(path, size)) if existed else (lambda: remove(path, self.root))))
 
     def link(self, path, target):
         directory = os.path.dirname(path)
