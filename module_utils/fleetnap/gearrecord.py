@@ -200,6 +200,10 @@ def report(rec, after, state_file):
     return lines
 
 
+def _rmdir(directory):
+    return lambda: os.rmdir(directory)
+
+
 class Writes(fileio.Changes):
     """The files one call writes (fileio.Changes: each write atomic, each remembered with how to
     undo it), so that a failure after the first write puts every file back as it was."""
@@ -213,13 +217,6 @@ class Writes(fileio.Changes):
         own snapshot; the argument stays for callers)."""
         return self.write(p, new, 0o644, self.module)
 
-    def append(self, p, text):
-        """Append ``text`` to ``p``; undone by cutting it back, or by removing a file this call
-        created."""
-        existed = os.path.lexists(p)
-        fileio.Changes.append(self, p, text)
-        if not existed:
-            self.done[-1] = (p, lambda: fileio.remove(p))
 
     def makedirs(self, directory):
         """Create ``directory`` (and missing parents); undone by removing what was created."""
@@ -230,7 +227,7 @@ class Writes(fileio.Changes):
             d = os.path.dirname(d)
         os.makedirs(directory, 0o755)
         for d in reversed(made):     # recorded outermost first, so undone deepest first
-            self.record(d, (lambda x: lambda: os.rmdir(x))(d))
+            self.record(d, _rmdir(d))
 
     def rollback(self):
         """Put back every file written; returns 'path: why' for the ones that could not be."""

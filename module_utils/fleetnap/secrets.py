@@ -229,7 +229,7 @@ def on_command_line(secret, pid=None, read=None, ancestors=ANCESTORS):
         read = read_proc
     pattern = _assignment(secret)
     pid = os.getpid() if pid is None else pid
-    for _ in range(ancestors):
+    for _level in range(ancestors):
         if pid <= 1:
             break
         try:

@@ -162,9 +162,9 @@ def guarded(path):
     try:
         guard = fileio.lock_fd(path + ".guard", 0o644)
     except (OSError, fileio.HostFsError) as e:
+        plain = isinstance(e, OSError) and e.strerror and not isinstance(e, fileio.HostFsError)
         raise LockError("cannot open the lock guard %s.guard: %s (a link or a special file there is not "
-                        "followed: remove it)" % (path, e.strerror if isinstance(e, OSError) and e.strerror
-                                                   and not isinstance(e, fileio.HostFsError) else e))
+                        "followed: remove it)" % (path, e.strerror if plain else e))
     try:
         fcntl.flock(guard, fcntl.LOCK_EX)
         yield

@@ -164,9 +164,8 @@ def check_show(qdiscs, device="the device"):
         for field, kind in _SHOW_FIELDS:
             value = q.get(field)
             if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-                raise TcError("%s: entry %d has %s %s, not %s" % (where, i, field, repr(value)[:60],
-                                                                   "a " + kind.__name__ if kind is not dict
-                                                                   else "an object"))
+                what = "an object" if kind is dict else "a " + kind.__name__
+                raise TcError("%s: entry %d has %s %s, not %s" % (where, i, field, repr(value)[:60], what))
         opts = q.get("options") or {}
         for field, kind in _OPTION_FIELDS.get(q.get("kind"), ()):
             value = opts.get(field)
