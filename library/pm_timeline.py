@@ -231,14 +231,15 @@ source:
 import hashlib
 import os
 import socket
-import tempfile
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse, read_kmsg, select
 from ansible.module_utils.fleetnap.recommend import recommend
 from ansible.module_utils.fleetnap.timeline_html import render
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file, text
+from ansible.module_utils.fleetnap.validate import (
+    ParamError, ansible_module, check_params, number, path, read_text_file, text,
+)
 
 SRC_LIMIT = 64 * 1024 * 1024    # a saved kernel log; the ring buffer is at most a few MB
 
@@ -255,7 +256,7 @@ CHECKS = {
 def load_log(module):
     src = module.params["src"]
     if src:
-        if not os.path.isfile(src):
+        if not os.path.lexists(src) or os.path.isdir(src):
             module.fail_json(msg="src %s does not exist or is not a file on %s: save the log "
                                  "with 'dmesg > FILE' after the resume, or omit src to read "
                                  "the live ring buffer" % (src, socket.gethostname()))
@@ -292,7 +293,7 @@ def sha1(data):
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             src=dict(type="path"),
             since=dict(type="float"),
@@ -348,10 +349,10 @@ def main():
         writes = []
         for path, cyc, res in zip(targets, chosen, results):
             page = to_bytes(render(cyc, res["recommendations"], host=host, top=p["top"]))
-            old = None
-            if os.path.exists(path):
-                with open(path, "rb") as f:
-                    old = f.read()
+            try:
+                old = fileio.read_optional(path, fileio.RECORD, what="html_dest")
+            except (IOError, OSError) as e:
+                module.fail_json(msg="cannot read html_dest %s on %s: %s" % (path, socket.gethostname(), to_native(e)))
             before[path] = sha1(old) if old is not None else "absent"
             after[path] = sha1(page)
             if old != page:
@@ -361,19 +362,14 @@ def main():
         if module._diff:
             result["diff"] = {"before": before, "after": after}
         if writes and not module.check_mode:
+            # One page per cycle: all of them or none (a failure puts back the pages already written).
+            changes = fileio.Changes()
             for path, page in writes:
-                fd, tmp = tempfile.mkstemp(prefix=".pm_timeline.", suffix=".html",
-                                           dir=os.path.dirname(os.path.abspath(path)))
                 try:
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(page)
-                    os.chmod(tmp, 0o644)
-                    module.atomic_move(tmp, path)
-                except Exception as e:  # pylint: disable=broad-except
-                    if os.path.exists(tmp):
-                        os.unlink(tmp)
-                    module.fail_json(msg="cannot write html_dest %s on %s: %s"
-                                         % (path, socket.gethostname(), to_native(e)))
+                    changes.write(path, page, 0o644, module)
+                except (IOError, OSError) as e:
+                    module.fail_json(msg=changes.failure("cannot write html_dest %s on %s: %s"
+                                                         % (path, socket.gethostname(), to_native(e))))
     module.exit_json(**result)
 
 

@@ -83,7 +83,7 @@ options:
     type: float
     default: 0.33
   dvfs_min_frequency:
-    description: Lowest DVFS frequency relative to nominal (0.5 is a 2x range).
+    description: Lowest DVFS frequency relative to nominal (0.5 is a 2x range), from 0.01 to 1.
     type: float
     default: 0.5
   dvfs_target_utilization:
@@ -272,10 +272,9 @@ svg_dest:
 """
 
 import os
-import tempfile
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.powernap import (
     DEFAULTS,
     Model,
@@ -289,7 +288,7 @@ from ansible.module_utils.fleetnap.powernap import (
 )
 
 from ansible.module_utils.fleetnap.validate import (
-    all_of, check_params, items, number, numbers, path, text as text_check,
+    all_of, ansible_module, check_params, items, number, numbers, path, text as text_check,
 )
 
 MODEL_OPTIONS = tuple(sorted(DEFAULTS))
@@ -308,7 +307,7 @@ CHECKS = {
     "sleep_power_fraction": number(lo=0, hi=1),
     "cpu_power_fraction": number(lo=0, hi=1),
     "transition_power_fraction": number(lo=0, hi=100),
-    "dvfs_min_frequency": number(lo=0, lo_open=True, hi=1),
+    "dvfs_min_frequency": number(lo=0.01, hi=1),      # powernap.MIN_FREQUENCY
     "dvfs_target_utilization": number(lo=0, lo_open=True, hi=1, hi_open=True),
     "dvfs_power_exponent": number(lo=1, hi=10),
     "svg_dest": path(),
@@ -363,16 +362,14 @@ def advise(params):
 
 def write_svg(module, dest, text):
     """Write ``text`` to ``dest`` atomically if it differs; return (changed, before)."""
-    before = None
-    if os.path.exists(dest):
-        if os.path.isdir(dest):
-            module.fail_json(msg="svg_dest %s is a directory; give a file name such as %s"
-                                 % (dest, os.path.join(dest, "powernap.svg")))
-        try:
-            with open(dest, "rb") as f:
-                before = f.read().decode("utf-8", "replace")
-        except (IOError, OSError) as e:
-            module.fail_json(msg="cannot read svg_dest %s: %s" % (dest, to_native(e)))
+    if os.path.isdir(dest):
+        module.fail_json(msg="svg_dest %s is a directory; give a file name such as %s"
+                             % (dest, os.path.join(dest, "powernap.svg")))
+    try:
+        before = fileio.read_optional(dest, fileio.RECORD, what="svg_dest")
+    except (IOError, OSError) as e:
+        module.fail_json(msg="cannot read svg_dest %s: %s" % (dest, to_native(e)))
+    before = None if before is None else before.decode("utf-8", "replace")
     if before == text:
         return False, before
     parent = os.path.dirname(os.path.abspath(dest))
@@ -381,15 +378,9 @@ def write_svg(module, dest, text):
     if module.check_mode:
         return True, before
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".powernap-", suffix=".svg", dir=parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(to_bytes(text))
+        fileio.atomic_write(dest, text, 0o644, module=module)
     except (IOError, OSError) as e:
-        module.fail_json(msg="cannot write next to svg_dest %s: %s (is %s writable?)"
-                             % (dest, to_native(e), parent))
-    if before is None:
-        os.chmod(tmp, 0o644)
-    module.atomic_move(tmp, dest)
+        module.fail_json(msg="%s; svg_dest is as it was" % to_native(e))
     return True, before
 
 
@@ -407,7 +398,7 @@ def main():
     )
     for k in MODEL_OPTIONS:
         spec[k] = dict(type="float", default=DEFAULTS[k])
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = ansible_module(argument_spec=spec, supports_check_mode=True)
     check_params(module, CHECKS)
     p = module.params
     util = p["utilization"]

@@ -82,6 +82,8 @@ import errno
 import os
 import re
 
+from ansible.module_utils.fleetnap import fileio
+
 PHASES = (
     "suspend_prepare", "suspend", "suspend_late", "suspend_noirq", "suspend_machine",
     "resume_machine", "resume_noirq", "resume_early", "resume", "resume_complete",
@@ -775,9 +777,9 @@ def critical_path(devs, resume):
 
 
 def parse_file(path, since=None):
-    """Parse a saved log file (bytes that are not UTF-8 are replaced)."""
-    with open(path, "rb") as f:
-        data = f.read()
+    """Parse a saved log file (through the file layer: a regular file of at most fileio.LOG
+    bytes; bytes that are not UTF-8 are replaced)."""
+    data = fileio.read_bytes(path, fileio.LOG, what="kernel log")
     return parse(data.decode("utf-8", "replace"), since=since)
 
 
@@ -793,9 +795,11 @@ def select(cycles, which="last"):
 def read_kmsg(path="/dev/kmsg"):
     """All records currently in the ring buffer, without blocking."""
     records = []
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        while True:
+    total = 0
+    with fileio.open_device(path, "rb") as dev:     # the character device, never a planted file
+        fd = dev.fileno()
+        os.set_blocking(fd, False)
+        while total < fileio.LOG:
             try:
                 chunk = os.read(fd, 8192)
             except OSError as e:
@@ -806,7 +810,6 @@ def read_kmsg(path="/dev/kmsg"):
                 raise
             if not chunk:
                 break
+            total += len(chunk)
             records.append(chunk.decode("utf-8", "replace"))
-    finally:
-        os.close(fd)
     return kmsg_to_lines(records)

@@ -75,6 +75,9 @@ SEED_CROSSOVERS = {0.01: 0.45, 0.05: 0.35, 0.1: None, 0.65: 0.04}
 _GRID = 2000  # crossover scan: 0.05 % steps of utilisation, then bisection
 
 
+MIN_FREQUENCY = 0.01
+
+
 class PowerNapError(ValueError):
     """Bad input for the model; the message names the value and the fix."""
 
@@ -122,9 +125,11 @@ class Model(object):
         if self.transition_power_fraction < 0:
             raise PowerNapError("transition_power_fraction must be >= 0, got %r"
                                 % self.transition_power_fraction)
-        if not 0 < self.dvfs_min_frequency <= 1:
-            raise PowerNapError("dvfs_min_frequency must be in (0, 1] (lowest frequency / nominal, "
-                                "0.5 for a 2x range), got %r" % self.dvfs_min_frequency)
+        # No CPU's P-states reach below 1 % of nominal; a smaller fraction squared underflows to
+        # 0 in the M/G/1 second moment (a division by zero).
+        if not MIN_FREQUENCY <= self.dvfs_min_frequency <= 1:
+            raise PowerNapError("dvfs_min_frequency must be in [%g, 1] (lowest frequency / nominal, "
+                                "0.5 for a 2x range), got %r" % (MIN_FREQUENCY, self.dvfs_min_frequency))
         if not 0 < self.dvfs_target_utilization < 1:
             raise PowerNapError("dvfs_target_utilization must be in (0, 1), got %r"
                                 % self.dvfs_target_utilization)
