@@ -277,7 +277,6 @@ def apply_gate(module, plan, changes=None):
     undoes all of them and the message says whether the host is as it was."""
     if changes is None:
         changes = fileio.Changes(plan["fs"].root)
-    plan["changes"] = changes
     if plan["absent"]:
         return _apply_absent(module, plan, changes)
     p, fs, batch, hold = plan["p"], plan["fs"], plan["batch"], plan["hold"]

@@ -24,7 +24,7 @@ import math
 import os
 import re
 
-from ansible.module_utils.basic import AnsibleModule, _load_params
+from ansible.module_utils import basic
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.parse import MAX_DIGITS, ParseError, loads
 
@@ -304,9 +304,10 @@ def ansible_module(**kwargs):
     hundreds of digits given for an int or float option (or inside a dict or list option) makes
     its float() raise OverflowError, a traceback instead of a result. Such a number is refused
     first, naming the option, with the module's no_log options still masked."""
-    found = _huge_number(_load_params(), "")
+    # basic's own names looked up at call time (ansible-test's validate-modules replaces them).
+    found = _huge_number(basic._load_params(), "")
     if found:
-        module = AnsibleModule(argument_spec=_raw_spec(kwargs["argument_spec"]),
-                               supports_check_mode=kwargs.get("supports_check_mode", False))
+        module = basic.AnsibleModule(argument_spec=_raw_spec(kwargs["argument_spec"]),
+                                     supports_check_mode=kwargs.get("supports_check_mode", False))
         module.fail_json(msg="option %s: a number of %d digits is beyond any value it takes" % found)
-    return AnsibleModule(**kwargs)
+    return basic.AnsibleModule(**kwargs)

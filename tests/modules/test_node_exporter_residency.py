@@ -26,7 +26,7 @@ from ansible.module_utils.fleetnap.sysfs import HostFS
 
 CPU = Path("/sys/devices/system/cpu")
 NAME = "fleetnap-cstate-residency"
-FILES = ["__init__.py", "cpulist.py", "cpuidle.py", "prom.py", "residency.py", "sysfs.py"]
+FILES = ["__init__.py", "cpulist.py", "cpuidle.py", "fileio.py", "parse.py", "prom.py", "residency.py", "sysfs.py"]
 
 pytestmark = pytest.mark.skipif(not (CPU / "cpu0/cpuidle/state0").exists(), reason="this kernel has no cpuidle states")
 
