@@ -101,11 +101,10 @@ ansible_facts:
                    pm_debug_messages: false}
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.cpuidle import CpuidleError, read_model, summarize_states
 from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS
-from ansible.module_utils.fleetnap.validate import check_params, directory
+from ansible.module_utils.fleetnap.validate import ansible_module, check_params, directory
 
 CHECKS = {
     "sysfs_root": directory(),      # absolute, no '..', an existing directory
@@ -113,7 +112,7 @@ CHECKS = {
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             per_cpu=dict(type="bool", default=True),
             sysfs_root=dict(type="path", default="/"),

@@ -219,15 +219,14 @@ restored:
   sample: true
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gate import GATE_ARGS, apply_gate, gate_result, plan_gate
-from ansible.module_utils.fleetnap.validate import check_params, path
+from ansible.module_utils.fleetnap.validate import ansible_module, check_params, path
 
 CHECKS = {"sysfs_root": path(), "metrics_dir": path()}
 
 
 def main():
-    module = AnsibleModule(argument_spec=GATE_ARGS, supports_check_mode=True)
+    module = ansible_module(argument_spec=GATE_ARGS, supports_check_mode=True)
     check_params(module, CHECKS)
     plan = plan_gate(module, module.params)
     changed = apply_gate(module, plan)

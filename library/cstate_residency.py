@@ -62,11 +62,10 @@ samples:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.cpuidle import CpuidleError
 from ansible.module_utils.fleetnap.residency import collect
-from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
-from ansible.module_utils.fleetnap.validate import check_params, directory
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
+from ansible.module_utils.fleetnap.validate import ansible_module, check_params, directory
 
 CHECKS = {
     "directory": directory(),       # checked before anything is read or written
@@ -75,7 +74,7 @@ CHECKS = {
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             directory=dict(type="path", default="/var/lib/prometheus/node-exporter"),
             sysfs_root=dict(type="path", default="/"),
@@ -89,7 +88,7 @@ def main():
     fs = HostFS(module.params["sysfs_root"])
     try:
         text = collect(fs)
-    except CpuidleError as exc:
+    except (CpuidleError, HostFsError) as exc:
         module.fail_json(msg=str(exc))
     except UnicodeDecodeError as exc:
         module.fail_json(msg="a file under sysfs_root %s is not UTF-8 text (%s): is sysfs_root a sysfs "
@@ -97,7 +96,10 @@ def main():
     samples = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     changed = False
     if not module.check_mode:
-        changed = write_file_atomic(HostFS("/"), path, text, 0o644, module)
+        try:
+            changed = write_file_atomic(HostFS("/"), path, text, 0o644, module)
+        except (HostFsError, OSError) as exc:
+            module.fail_json(msg="%s; the metrics file is as it was" % exc)
     module.exit_json(changed=changed, path=path, samples=samples)
 
 

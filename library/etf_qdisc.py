@@ -186,13 +186,15 @@ import json
 import os
 import sys
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.sysfs import HostFS, remove_path, systemd_running, write_file_atomic
 from ansible.module_utils.fleetnap.tc import (
     MAX_QUEUES, TcError, check_show, commands, current_view, desired_view, is_default, is_ours, json_keys,
     needs_rebuild, validate,
 )
-from ansible.module_utils.fleetnap.validate import all_of, check_params, items, name, names, number, numbers
+from ansible.module_utils.fleetnap.validate import (
+    all_of, ansible_module, check_params, items, name, names, number, numbers,
+)
 
 CONFIG_DIR = "/etc/fleetnap/etf"
 SCRIPT = "/usr/local/libexec/fleetnap/etf-apply"
@@ -280,12 +282,12 @@ def _kernel_config(name):
     """'y', 'm' or None (not set) for CONFIG_NET_SCH_<X> from /proc/config.gz; '' when unknown."""
     key = "CONFIG_NET_SCH_%s=" % name[4:].upper()
     try:
-        with gzip.open("/proc/config.gz", "rt") as fobj:
-            for line in fobj:
-                if line.startswith(key):
-                    return line.strip().split("=", 1)[1]
-    except (IOError, OSError):
+        text = gzip.decompress(fileio.read_bytes("/proc/config.gz", fileio.RECORD)).decode("utf-8", "replace")
+    except (IOError, OSError, EOFError):      # gzip.BadGzipFile is an OSError
         return ""
+    for line in text.splitlines():
+        if line.startswith(key):
+            return line.strip().split("=", 1)[1]
     return None
 
 
@@ -304,9 +306,10 @@ def kernel_support(module, names, check_mode):
             continue
         moddir = "/lib/modules/%s" % release
         builtin = ""
-        if os.path.isfile(moddir + "/modules.builtin"):
-            with open(moddir + "/modules.builtin") as fobj:
-                builtin = fobj.read()
+        try:
+            builtin = (fileio.read_optional(moddir + "/modules.builtin", fileio.RECORD) or b"").decode("utf-8", "replace")
+        except (IOError, OSError):
+            builtin = ""
         if "/%s.ko" % name in builtin:
             continue
         modprobe = module.get_bin_path("modprobe")
@@ -341,7 +344,7 @@ CHECKS = {
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             device=dict(type="str", required=True, aliases=["iface"]),
             state=dict(type="str", choices=["present", "absent"], default="present"),

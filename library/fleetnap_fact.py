@@ -66,9 +66,9 @@ import json
 import math
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, path, read_text_file
+from ansible.module_utils.fleetnap.parse import loads
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
+from ansible.module_utils.fleetnap.validate import ParamError, ansible_module, check_params, path, read_text_file
 
 # The facts file holds a host's measurements: a few KB. Anything near this is not ours.
 FACT_LIMIT = 4 * 1024 * 1024
@@ -92,10 +92,6 @@ def _not_finite(value, where):
     return None
 
 
-def _reject_constant(name):
-    raise ValueError("%s is not a JSON number" % name)
-
-
 def read_facts(module, fact_path):
     """The stored document ({} when there is none); fails naming the file when it is not ours."""
     if not os.path.lexists(fact_path):
@@ -104,19 +100,18 @@ def read_facts(module, fact_path):
         module.fail_json(msg="option path: %s is a directory, not a facts file" % fact_path)
     try:
         text = read_text_file(fact_path, "facts file", FACT_LIMIT)
-        current = json.loads(text, parse_constant=_reject_constant)
+        current = loads(text, fact_path, FACT_LIMIT)
     except ParamError as exc:
         module.fail_json(msg=str(exc))
     except ValueError as exc:
-        module.fail_json(msg="%s is not valid JSON (%s); move it aside, fleetnap will start a new one"
-                             % (fact_path, exc))
+        module.fail_json(msg="%s; move it aside, fleetnap will start a new one" % exc)
     if not isinstance(current, dict):
         module.fail_json(msg="%s does not hold a JSON object; move it aside" % fact_path)
     return current
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             data=dict(type="dict", required=True),
             path=dict(type="path", default="/etc/ansible/facts.d/fleetnap.fact"),
@@ -142,7 +137,10 @@ def main():
     if len(text) > FACT_LIMIT:
         module.fail_json(msg="option data: the facts file would be %d bytes, more than %d" % (len(text), FACT_LIMIT))
     if changed and not module.check_mode:
-        write_file_atomic(HostFS("/"), path, text, 0o644, module)
+        try:
+            write_file_atomic(HostFS("/"), path, text, 0o644, module)
+        except (HostFsError, OSError) as exc:
+            module.fail_json(msg="%s; the facts file is as it was" % exc)
     result = dict(changed=changed, facts=new)
     if module._diff:
         result["diff"] = {"before": current, "after": new}

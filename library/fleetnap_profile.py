@@ -255,18 +255,17 @@ sleep_policy:
 """
 
 import copy
-import json
-import math
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.cpuidle import state_names
 from ansible.module_utils.fleetnap.gate import (
-    GATE_ARGS, GATE_TOP_LEVEL, apply_gate, gate_result, plan_gate, read_gate_model, rollback_gate,
+    GATE_ARGS, GATE_TOP_LEVEL, apply_gate, gate_result, plan_gate, read_gate_model,
 )
+from ansible.module_utils.fleetnap.parse import ParseError, loads, number_of
 from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sleeppolicy import apply_sleep, plan_sleep, sleep_result
-from ansible.module_utils.fleetnap.sysfs import HostFS
-from ansible.module_utils.fleetnap.validate import check_params, path as path_check
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError
+from ansible.module_utils.fleetnap.validate import ansible_module, check_params, path as path_check
 
 CHECKS = {"sysfs_root": path_check(), "metrics_dir": path_check(), "measurements_file": path_check()}
 
@@ -294,34 +293,31 @@ def argument_spec():
 
 
 def number(module, name, value):
-    """A number given as int, float or numeric string -> float; fail_json otherwise."""
+    """A number given as int, float or numeric string -> float (one parser: ASCII digits, finite,
+    no 400-digit integer); fail_json otherwise. NaN compares false with everything: a NaN budget
+    or measurement would silently decide s2idle."""
     if value is None:
         return None
-    if not isinstance(value, bool):
-        try:
-            number_f = float(value)
-        except (TypeError, ValueError):
-            number_f = None
-        if number_f is not None and math.isfinite(number_f):
-            return number_f
-        if number_f is not None:
-            # NaN compares false with everything: a NaN budget or measurement would silently
-            # decide s2idle.
-            module.fail_json(msg="%s must be a finite number of milliseconds (or null), got %r" % (name, value))
-    module.fail_json(msg="%s must be a number of milliseconds (or null), got %r" % (name, value))
-
-
-def _not_json(name):
-    raise ValueError("%s is not a JSON number" % name)
+    try:
+        return float(number_of(value, name))
+    except ParseError:
+        words = "finite number" if isinstance(value, float) or str(value).strip().lower() in ("nan", "inf", "-inf",
+                                                                                              "infinity") else "number"
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        module.fail_json(msg="%s must be a %s of milliseconds (or null), got %s" % (name, words, shown))
 
 
 def stored_measurements(module, fs, path):
-    text = fs.read(path)
+    try:
+        text = fs.read(path, limit=fileio.RECORD)
+    except (HostFsError, ValueError) as exc:
+        module.fail_json(msg="measurements_file: %s; nothing was changed"
+                             % (exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
     if not text or not text.strip():
         return {}
     try:
-        data = json.loads(text, parse_constant=_not_json)
-    except ValueError as exc:
+        data = loads(text, fs.path(path), fileio.RECORD)
+    except ParseError as exc:
         data = exc
     if not isinstance(data, dict):
         module.fail_json(msg="measurements_file %s does not hold a JSON object (%s); repair it or move it aside "
@@ -355,7 +351,7 @@ def decide_sleep(offer, budget, budget_f, resume, resume_f, fallback):
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = ansible_module(argument_spec=argument_spec(), supports_check_mode=True)
     check_params(module, CHECKS)
     p = module.params
     sp = p["sleep"]
@@ -391,20 +387,13 @@ def main():
                        state=p["state"], sysfs_root=p["sysfs_root"], metrics_dir=p["metrics_dir"])
         sleep_plan = plan_sleep(module, sleep_p)
 
-    # Then write: the gate, then the sleep policy (whose failure rolls the gate's sysfs writes back).
-    gate_changed = apply_gate(module, gate_plan)
+    # Then write: the gate, then the sleep policy, all in one batch of changes: a failure anywhere
+    # (the sleep part, a unit, a metrics file) undoes every change of this call.
+    changes = fileio.Changes(fs.root)
+    gate_changed = apply_gate(module, gate_plan, changes)
     sleep_changed = False
     if sleep_plan is not None:
-        def undo_gate(msg):
-            # the sleep policy's own changes were undone by apply_sleep (msg says how that went)
-            errors = rollback_gate(gate_plan)
-            if errors:
-                return "%s; rolling back this call's C-state writes failed, they are NOT as they were: %s" \
-                       % (msg, "; ".join(errors))
-            if gate_plan.get("applied"):
-                return "%s; this call's C-state writes were rolled back" % msg
-            return msg
-        sleep_changed = apply_sleep(module, sleep_plan, on_failure=undo_gate)
+        sleep_changed = apply_sleep(module, sleep_plan, changes)
 
     cstates = gate_result(module, gate_plan, gate_changed)
     sleep_res = sleep_result(module, sleep_plan, sleep_changed) if sleep_plan is not None else {}

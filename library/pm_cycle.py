@@ -189,12 +189,13 @@ import subprocess
 import time
 import uuid
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse
+from ansible.module_utils.fleetnap.parse import parse_int
 from ansible.module_utils.fleetnap.sleep import POWER_DIR, read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file
+from ansible.module_utils.fleetnap.validate import ParamError, ansible_module, check_params, number, path, read_text_file
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
 CHECKS = {
@@ -259,7 +260,7 @@ def analyse(module, fs, index, run_id, marker, t0, woke):
 
 
 def write_marker(marker):
-    with open("/dev/kmsg", "w") as kmsg:
+    with fileio.open_device("/dev/kmsg", "w") as kmsg:
         kmsg.write(marker + "\n")
 
 
@@ -328,9 +329,8 @@ def start_external(module, fs, run_id, restores, mem_sleep_used):
                             (os.getpid(), os.getppid()))
     write_marker(marker)
     try:
-        with open(os.devnull, "r+b") as null:
-            subprocess.Popen(["/bin/sh", "-c", script], stdin=null, stdout=null, stderr=null,
-                             close_fds=True, start_new_session=True)
+        subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
     except (OSError, IOError):
         os.unlink(files["json"])
         raise
@@ -340,10 +340,8 @@ def start_external(module, fs, run_id, restores, mem_sleep_used):
 def armed_shell(files, run_id):
     """The PID of the cycle's waiting shell if it still runs, else None."""
     try:
-        with open(files["pid"]) as fobj:
-            pid = int(fobj.read().strip())
-        with open("/proc/%d/cmdline" % pid, "rb") as fobj:
-            return pid if ("fleetnap-pm-cycle %s" % run_id).encode() in fobj.read() else None
+        pid = parse_int(fileio.read_bytes(files["pid"], fileio.VALUE), files["pid"], 1, 2 ** 22)
+        return pid if ("fleetnap-pm-cycle %s" % run_id).encode() in fileio.read_proc(pid, "cmdline") else None
     except (IOError, OSError, ValueError):
         return None
 
@@ -389,9 +387,8 @@ def check_meta(meta, where):
 
 
 def _small_text(path):
-    """A state file's text (at most 64 KB, invalid UTF-8 replaced): rc and err of the cycle."""
-    with open(path, "rb") as fobj:
-        return fobj.read(65536).decode("utf-8", "replace").strip()
+    """A state file's text (its first 64 KB, invalid UTF-8 replaced): rc and err of the cycle."""
+    return fileio.read_bytes(path, fileio.RECORD, what="cycle state file")[:65536].decode("utf-8", "replace").strip()
 
 
 def collect_external(module, fs, run_id):
@@ -448,7 +445,7 @@ def collect_external(module, fs, run_id):
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             mode=dict(type="str", choices=["mem", "freeze"], default="mem"),
             mem_sleep=dict(type="str", choices=["deep", "s2idle", "current"], default="deep"),

@@ -68,10 +68,10 @@ after:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.sleep import POWER_DIR
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, directory, read_text_file
+from ansible.module_utils.fleetnap.validate import ParamError, ansible_module, check_params, directory
 
 KNOBS = ("pm_print_times", "pm_debug_messages")
 
@@ -87,14 +87,18 @@ def read_knob(fs, path):
         return None
     if os.path.isdir(real):
         raise ParamError("%s is a directory, not a PM debug knob: is sysfs_root (%s) right?" % (real, fs.root))
-    value = read_text_file(real, "PM debug knob", limit=64).strip()
+    try:
+        value = fileio.read_text(real, 64, fs.root, "PM debug knob").strip()
+    except (IOError, OSError) as exc:     # the file layer names the file and what is wrong with it
+        raise ParamError("%s" % exc if isinstance(exc, fileio.UnsafeFileError)
+                         else "cannot read PM debug knob %s: %s" % (real, exc.strerror or exc))
     if value not in ("0", "1"):
         raise ParamError("%s holds %r, not 0 or 1: is sysfs_root (%s) right?" % (real, value, fs.root))
     return value
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             pm_print_times=dict(type="bool"),
             pm_debug_messages=dict(type="bool"),

@@ -237,13 +237,14 @@ import hashlib
 import os
 import socket
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse, read_kmsg, select
 from ansible.module_utils.fleetnap.recommend import recommend
 from ansible.module_utils.fleetnap.timeline_html import render
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, read_text_file, text
+from ansible.module_utils.fleetnap.validate import (
+    ParamError, ansible_module, check_params, number, path, read_text_file, text,
+)
 
 # A saved kernel log (fileio.LOG, 64 MiB); the ring buffer is at most a few MB. A 60 MB log of
 # 1800 cycles is parsed in seconds (tests/bench/bench_pm_timeline.py); a larger one is refused
@@ -308,7 +309,7 @@ def sha1(data):
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             src=dict(type="path"),
             since=dict(type="float"),

@@ -273,7 +273,6 @@ svg_dest:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, parse
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils.fleetnap.powernap import (
@@ -289,7 +288,7 @@ from ansible.module_utils.fleetnap.powernap import (
 )
 
 from ansible.module_utils.fleetnap.validate import (
-    all_of, check_params, items, number, numbers, path, text as text_check,
+    all_of, ansible_module, check_params, items, number, numbers, path, text as text_check,
 )
 
 MODEL_OPTIONS = tuple(sorted(DEFAULTS))
@@ -407,7 +406,7 @@ def main():
     )
     for k in MODEL_OPTIONS:
         spec[k] = dict(type="float", default=DEFAULTS[k])
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = ansible_module(argument_spec=spec, supports_check_mode=True)
     check_params(module, CHECKS)
     p = module.params
     util = p["utilization"]

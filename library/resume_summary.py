@@ -158,9 +158,8 @@ metrics:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.resumesummary import SummaryError, resume_metrics, summarize
-from ansible.module_utils.fleetnap.validate import check_params, number, text
+from ansible.module_utils.fleetnap.validate import ansible_module, check_params, number, text
 
 CHECKS = {
     "host": text(max_len=255),
@@ -169,7 +168,7 @@ CHECKS = {
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             cycles=dict(type="list", elements="dict", required=True),
             recommendations=dict(type="list", elements="raw"),

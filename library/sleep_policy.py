@@ -124,17 +124,16 @@ metrics_path:
   sample: /var/lib/prometheus/node-exporter/fleetnap_sleep_policy.prom
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.sleeppolicy import (
     SLEEP_ARGS, SLEEP_REQUIRED_IF, apply_sleep, plan_sleep, sleep_result,
 )
-from ansible.module_utils.fleetnap.validate import check_params, path
+from ansible.module_utils.fleetnap.validate import ansible_module, check_params, path
 
 CHECKS = {"sysfs_root": path(), "metrics_dir": path()}
 
 
 def main():
-    module = AnsibleModule(argument_spec=SLEEP_ARGS, required_if=SLEEP_REQUIRED_IF, supports_check_mode=True)
+    module = ansible_module(argument_spec=SLEEP_ARGS, required_if=SLEEP_REQUIRED_IF, supports_check_mode=True)
     check_params(module, CHECKS)
     plan = plan_sleep(module, module.params)
     changed = apply_sleep(module, plan)

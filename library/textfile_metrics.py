@@ -69,19 +69,18 @@ path:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.prom import MetricError, render
-from ansible.module_utils.fleetnap.validate import check_params, path as path_check
+from ansible.module_utils.fleetnap.validate import ansible_module, check_params, path as path_check
 
 CHECKS = {"directory": path_check()}
 MAX_METRICS = 10000
 MAX_FILE = 64 * 1024 * 1024
 METRIC_KEYS = {"name", "help", "type", "samples", "rows", "row_labels", "row_value", "scale"}
-from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             name=dict(type="str", required=True),
             metrics=dict(type="list", elements="dict", required=True),
@@ -110,16 +109,19 @@ def main():
     old = None
     if os.path.isdir(path):
         module.fail_json(msg="%s is a directory: fleetnap writes its metrics file there; remove it" % path)
-    if os.path.exists(path):
-        try:
-            with open(path, "rb") as fobj:
-                # The file is this module's own output: whatever it holds is replaced.
-                old = fobj.read(MAX_FILE + 1).decode("utf-8", "replace")
-        except (IOError, OSError) as exc:
-            module.fail_json(msg="cannot read %s: %s" % (path, exc.strerror or exc))
+    try:
+        # The file is this module's own output: whatever text it holds is replaced; a FIFO, a
+        # device or a file too large is refused (the file layer names it).
+        old = fileio.read_optional(path, MAX_FILE, what="metrics file")
+        old = None if old is None else old.decode("utf-8", "replace")
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="cannot read %s: %s" % (path, exc.strerror or exc))
     changed = old != text
     if changed and not module.check_mode:
-        write_file_atomic(HostFS("/"), path, text, 0o644, module)
+        try:
+            fileio.atomic_write(path, text, 0o644, module=module)
+        except (fileio.HostFsError, OSError) as exc:
+            module.fail_json(msg="%s; the metrics file is as it was" % exc)
     result = dict(changed=changed, path=path)
     if module._diff:
         result["diff"] = {"before": old or "", "after": text, "before_header": path, "after_header": path}

@@ -259,12 +259,12 @@ import os
 import signal
 import time
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.cpuidle import CPU_DIR, POLL, CpuidleError, read_model, state_names
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
 from ansible.module_utils.fleetnap.persist import read_cpu_dma_latency
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, names, number
+from ansible.module_utils.fleetnap.validate import ParamError, ansible_module, check_params, name, names, number
 from ansible.module_utils.fleetnap.wakeprobe import (
     IDLE_LOOP, ProbeError, cyclictest_argv, declared_vs_measured, histogram, launch_time_nics, limit_plan, metrics,
     over_baseline, parse_verbose, qos_limits, select_states, summarize,
@@ -310,7 +310,10 @@ def hold_lock(module, result):
 
     The descriptor is deliberately left open: the lock is held until the module process exits.
     """
-    lock_fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        lock_fd = fileio.lock_fd(LOCK, 0o600)
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="cannot open the lock file %s: %s" % (LOCK, exc.strerror or exc), **result)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except (IOError, OSError):
@@ -324,12 +327,11 @@ def _stop_children():
     """SIGTERM this process's own children (the running timeout + cyclictest) before exiting."""
     me = str(os.getpid())
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not (entry.isascii() and entry.isdigit()):
             continue
         try:
-            with open("/proc/%s/stat" % entry) as fobj:
-                ppid = fobj.read().rsplit(")", 1)[1].split()[1]
-        except (IOError, OSError, IndexError):
+            ppid = fileio.read_proc(int(entry), "stat").decode("utf-8", "replace").rsplit(")", 1)[1].split()[1]
+        except (IOError, OSError, IndexError, ValueError):
             continue
         if ppid == me:
             try:
@@ -385,7 +387,7 @@ def check_run_length(p):
 
 
 def main():
-    module = AnsibleModule(
+    module = ansible_module(
         argument_spec=dict(
             cpu=dict(type="int"),
             states=dict(type="list", elements="str", default=[]),

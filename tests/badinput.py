@@ -63,16 +63,18 @@ def _duration_s(task: dict) -> float:
     return (end - start).total_seconds()
 
 
-def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=None, state=None) -> dict:
+def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=None, state=None, key=None) -> dict:
     """Run every case of ``module``'s table in one playbook (once per session); return the outcomes.
 
     ``wrap``: argv put before ansible-playbook (``ip netns exec NS``); ``task_extra``: keywords
     added to every task (``check_mode``); ``state``: a function returning what the module must
     not change outside the case directories (a namespace's qdiscs, the host's idle states),
-    compared before and after the table."""
-    if module in _RESULTS:
-        return _RESULTS[module]
-    root = tmp_path_factory.mktemp("bad-%s" % module)
+    compared before and after the table. ``key`` names the table when a module has more than one
+    (its outcomes are kept once per session under it; the module's name otherwise)."""
+    key = key or module
+    if key in _RESULTS:
+        return _RESULTS[key]
+    root = tmp_path_factory.mktemp("bad-%s" % key)
     tasks, dirs = [], []
     for i, (case, args, _words) in enumerate(table):
         work = root / ("case-%02d" % i)
@@ -111,9 +113,9 @@ def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=No
     for out in outcomes:
         out["peak_rss_mib"] = max(rss) / 1024.0 if rss else None
     state_after = state() if state else None
-    _RESULTS[module] = {"cases": outcomes, "stderr": proc.stderr, "state_unchanged": state_before == state_after,
+    _RESULTS[key] = {"cases": outcomes, "stderr": proc.stderr, "state_unchanged": state_before == state_after,
                         "state": (state_before, state_after)}
-    return _RESULTS[module]
+    return _RESULTS[key]
 
 
 def assert_refused(table_run: dict, index: int, words: str) -> None:
@@ -145,9 +147,10 @@ _PREPARED: dict = {}
 def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory, **kw) -> dict:
     """run_table with ``{in}`` directories prepared per case; each outcome says whether its
     prepared directory is unchanged (``in_unchanged``)."""
-    if module in _PREPARED:
-        return _PREPARED[module]
-    base = tmp_path_factory.mktemp("in-%s" % module)
+    key = kw.get("key") or module
+    if key in _PREPARED:
+        return _PREPARED[key]
+    base = tmp_path_factory.mktemp("in-%s" % key)
     filled, dirs = [], []
     for i, (case, args, words) in enumerate(table):
         d = base / ("case-%02d" % i)
@@ -161,7 +164,7 @@ def run_prepared(module: str, table: list, prepare: dict, tmp_path_factory, **kw
     for i, d in enumerate(dirs):
         run["cases"][i]["in_unchanged"] = snapshot_tree(d) == before[i]
         run["cases"][i]["in_dir"] = str(d)
-    _PREPARED[module] = run
+    _PREPARED[key] = run
     return run
 
 

@@ -42,10 +42,17 @@ def fifo(path: Path) -> None:
 
 
 def unix_socket(path: Path) -> None:
+    """Bound by its name from its directory: a socket's address is at most 107 bytes, which deep
+    paths under pytest's temporary directory pass."""
     _clear(path)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind(str(path))
-    s.close()           # the socket file stays, S_IFSOCK
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        s.bind(path.name)
+    finally:
+        os.chdir(here)
+        s.close()       # the socket file stays, S_IFSOCK
 
 
 def device(path: Path) -> None:

@@ -18,6 +18,8 @@ import math
 import re
 
 from ansible.module_utils.fleetnap.cpulist import CpuListError, format_cpulist, parse_cpulist
+from ansible.module_utils.fleetnap.fileio import HostFsError
+from ansible.module_utils.fleetnap.parse import ParseError, parse_int
 
 CPU_DIR = "/sys/devices/system/cpu"
 STATE_RE = re.compile(r"^state(\d+)$")
@@ -39,24 +41,46 @@ class CpuidleError(ValueError):
     """Bad input or a host that cannot do what was asked; the message says which and how to fix."""
 
 
+# A counter is a u64 (20 digits); a latency or residency far less. More than this is not sysfs.
+COUNTER_MAX = 2 ** 64 - 1
+
+
+def _int(fs, path, default=None, hi=COUNTER_MAX):
+    """A sysfs number (one parser: ASCII digits, bounded), ``default`` when the file is missing;
+    anything else is a CpuidleError naming the file and what it holds."""
+    text = fs.read(path)
+    if text is None:
+        return default
+    try:
+        return parse_int(text, fs.path(path), 0, hi)
+    except ParseError as exc:
+        raise CpuidleError("%s (is sysfs_root %s a sysfs tree?)" % (exc, fs.root))
+
+
 def _state_fields(fs, sdir):
-    latency = fs.read_int(sdir + "/latency")
-    residency = fs.read_int(sdir + "/residency")
-    disable = fs.read_int(sdir + "/disable")
     return {
         "name": fs.read(sdir + "/name", ""),
         "desc": fs.read(sdir + "/desc", ""),
-        "latency_us": latency,
-        "residency_us": residency,
-        "disable": disable,
+        "latency_us": _int(fs, sdir + "/latency"),
+        "residency_us": _int(fs, sdir + "/residency"),
+        "disable": _int(fs, sdir + "/disable", hi=1),
         "default_status": fs.read(sdir + "/default_status"),
-        "usage": fs.read_int(sdir + "/usage"),
-        "time_us": fs.read_int(sdir + "/time"),
+        "usage": _int(fs, sdir + "/usage"),
+        "time_us": _int(fs, sdir + "/time"),
     }
 
 
 def read_model(fs):
-    """Read the cpuidle part of sysfs into a plain dict (JSON-ready)."""
+    """Read the cpuidle part of sysfs into a plain dict (JSON-ready). Anything that cannot be read
+    or used (a FIFO, a link out of the root, a file too large, a number that is not one) is a
+    CpuidleError naming the file."""
+    try:
+        return _read_model(fs)
+    except (HostFsError, UnicodeDecodeError) as exc:
+        raise CpuidleError("%s" % (exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
+
+
+def _read_model(fs):
     if not fs.isdir(CPU_DIR):
         raise CpuidleError("%s does not exist: is sysfs mounted, or is sysfs_root (%s) right?"
                            % (fs.path(CPU_DIR), fs.root))
@@ -87,13 +111,12 @@ def read_model(fs):
             state["index"] = int(match.group(1))
             states.append(state)
         states.sort(key=lambda s: s["index"])
-        qos_text = fs.read(cdir + "/power/pm_qos_resume_latency_us")
-        if qos_text is None:
-            qos = None
-        elif qos_text.isdigit():
-            qos = int(qos_text)
-        else:
+        qos_path = cdir + "/power/pm_qos_resume_latency_us"
+        qos_text = fs.read(qos_path)
+        if qos_text == "n/a":
             qos = qos_text  # "n/a": no wake-up latency tolerated at all
+        else:
+            qos = _int(fs, qos_path, hi=2 ** 31 - 1)
         cpus.append({
             "cpu": cpu,
             "online": cpu in online_set,

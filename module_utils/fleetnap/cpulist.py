@@ -16,10 +16,26 @@ class CpuListError(ValueError):
 MAX_CPUS = 8192
 
 
+def _digits(text):
+    """True for ASCII digits only: str.isdigit() also accepts '²' and '٣', which int() then
+    refuses or reads as another digit."""
+    return text.isascii() and text.isdigit()
+
+
+def _int(digits):
+    """int() of ASCII digits; a number of more digits than any CPU number is refused without
+    converting it (int() refuses more than 4300 digits, and nothing needs that many)."""
+    if len(digits) > 12:
+        raise CpuListError("a CPU number of %d digits is beyond the largest a kernel can have (%d)"
+                           % (len(digits), MAX_CPUS - 1))
+    return int(digits)
+
+
 def _cpu_number(value, text):
     if value >= MAX_CPUS:
-        raise CpuListError("CPU number %d in CPU list %r is beyond the largest a kernel can have (%d)"
-                           % (value, text, MAX_CPUS - 1))
+        shown = repr(text) if len(repr(text)) <= 60 else repr(text)[:57] + "..."
+        raise CpuListError("CPU number %d in CPU list %s is beyond the largest a kernel can have (%d)"
+                           % (value, shown, MAX_CPUS - 1))
     return value
 
 
@@ -50,21 +66,21 @@ def parse_cpulist(text):
         body = chunk
         if ":" in chunk:
             body, _sep, stride_text = chunk.partition(":")
-            if not stride_text.isdigit() or not 1 <= int(stride_text) < MAX_CPUS:
+            if not _digits(stride_text) or len(stride_text) > 5 or not 1 <= int(stride_text) < MAX_CPUS:
                 raise CpuListError("bad stride in CPU list element %r" % chunk)
             stride = int(stride_text)
         if "-" in body:
             lo_text, _sep, hi_text = body.partition("-")
-            if not (lo_text.isdigit() and hi_text.isdigit()):
+            if not (_digits(lo_text) and _digits(hi_text)):
                 raise CpuListError("bad range %r in CPU list %r (expected e.g. 0-3)" % (chunk, text))
-            lo, hi = int(lo_text), _cpu_number(int(hi_text), text)
+            lo, hi = _cpu_number(_int(lo_text), text), _cpu_number(_int(hi_text), text)
             if hi < lo:
                 raise CpuListError("range %r in CPU list %r runs backwards" % (chunk, text))
             cpus.update(range(lo, hi + 1, stride))
         else:
-            if not body.isdigit() or stride != 1:
+            if not _digits(body) or stride != 1:
                 raise CpuListError("bad CPU number %r in CPU list %r" % (chunk, text))
-            cpus.add(_cpu_number(int(body), text))
+            cpus.add(_cpu_number(_int(body), text))
     return sorted(cpus)
 
 

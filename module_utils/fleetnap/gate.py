@@ -21,6 +21,8 @@ import os
 import re
 import sys
 
+from ansible.module_utils.fleetnap import fileio
+
 from ansible.module_utils.fleetnap.cpuidle import (
     CPU_DIR, CpuidleError, cmdline_conflicts, disabled_map, plan_states, read_model, select_cpus,
     state_names,
@@ -30,11 +32,9 @@ from ansible.module_utils.fleetnap.prom import render
 from ansible.module_utils.fleetnap.validate import ParamError, check_output_dir
 from ansible.module_utils.fleetnap.persist import (
     APPLY_CONFIG, APPLY_SCRIPT, APPLY_SCRIPT_TEXT, APPLY_UNIT, HOLD_SCRIPT, HOLD_SCRIPT_TEXT, HOLD_UNIT,
-    STATE_DIR, UnitSet, apply_config_text, apply_unit_text, hold_unit_text, read_cpu_dma_latency,
+    STATE_DIR, UnitSet, apply_config_text, apply_unit_text, hold_unit_text, read_cpu_dma_latency, write_recorded,
 )
-from ansible.module_utils.fleetnap.sysfs import (
-    HostFS, HostFsError, SysfsBatch, kernel_cmdline, remove_path, write_file_atomic,
-)
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch, kernel_cmdline
 
 ORIGINALS = STATE_DIR + "/cpuidle_qos.orig.json"
 GOVERNOR = CPU_DIR + "/cpuidle/current_governor"
@@ -75,14 +75,19 @@ def _qos_path(cpu):
 
 
 def _originals(model):
-    """The values fleetnap may change, for every CPU: what state=absent restores."""
+    """The values fleetnap may change, for every CPU: what state=absent restores.
+
+    A state is identified by its index under the CPU (``stateN``), with its name and declared
+    latency kept to check it is still the same state when the record is read back: names are not
+    unique (ACPI tables give some boards two ``C2_ACPI`` states)."""
     cpus = {}
     for cpu in model["cpus"]:
         cpus[str(cpu["cpu"])] = {
-            "states": dict((s["name"], s["disable"]) for s in cpu["states"]),
+            "states": dict((str(s["index"]), {"name": s["name"], "latency_us": s["latency_us"],
+                                              "disable": s["disable"]}) for s in cpu["states"]),
             "pm_qos_resume_latency_us": cpu["pm_qos_resume_latency_us"],
         }
-    return {"version": 1, "cpus": cpus, "governor": model["governor"]}
+    return {"version": 2, "cpus": cpus, "governor": model["governor"]}
 
 
 def tuned_running(fs):
@@ -91,13 +96,12 @@ def tuned_running(fs):
     file left by a tuned that exited (or whose pid now belongs to another program) is not enough."""
     if os.path.lexists(fs.path("/run/systemd/units/invocation:tuned.service")):
         return True
-    pid = fs.read("/run/tuned/tuned.pid") or ""
-    if not pid.isdigit():
-        return False
     try:
-        with open(fs.path("/proc/%s/stat" % pid), "rb") as fobj:
-            stat = fobj.read().decode("utf-8", "replace")
-    except (IOError, OSError):
+        pid = fs.read("/run/tuned/tuned.pid") or ""
+        if not (pid.isascii() and pid.isdigit() and len(pid) <= 10):
+            return False
+        stat = (fs.read_bytes("/proc/%s/stat" % pid) or b"").decode("utf-8", "replace")
+    except (HostFsError, IOError, OSError, ValueError):
         return False
     name, _sep, rest = stat.partition(" (")[2].rpartition(") ")
     fields = rest.split()
@@ -142,7 +146,13 @@ def _installed_global(fs):
     return None
 
 
-def _views(model, cpus, fs):
+def _views(model, cpus, fs, module=None):
+    """What the diff shows; with ``module``, a file that cannot be read fails it (nothing changed yet)."""
+    if module is not None:
+        try:
+            return _views(model, cpus, fs)
+        except (HostFsError, ValueError) as exc:
+            module.fail_json(msg="%s; nothing was changed" % exc)
     return {
         "disabled_cpus_per_state": disabled_map(model, cpus),
         "pm_qos_resume_latency_us": dict(
@@ -161,9 +171,10 @@ def read_gate_model(module, fs):
     """The host's cpuidle model (fail_json when sysfs cannot be read), after warning about other managers."""
     try:
         model = read_model(fs)
-    except CpuidleError as exc:
+        warnings = _other_managers(fs)
+    except (CpuidleError, HostFsError, ValueError) as exc:
         module.fail_json(msg=str(exc))
-    for warning in _other_managers(fs):
+    for warning in warnings:
         module.warn(warning)
     return model
 
@@ -254,79 +265,49 @@ def plan_gate(module, p, model=None):
     return dict(
         absent=False, p=p, fs=fs, model=model, rows=rows, cpus=cpus, acted=acted, skipped=skipped,
         by_cpu=by_cpu, batch=batch, governor=governor, hold=hold, hold_change=hold_change, boot=boot,
-        changed=bool(len(batch)) or hold_change or boot_change, before=_views(model, cpus, fs),
-        applied=False,
+        changed=bool(len(batch)) or hold_change or boot_change, before=_views(model, cpus, fs, module),
     )
 
 
-def apply_gate(module, plan):
-    """Write what plan_gate() decided (nothing in check mode); returns ``changed`` (metrics included)."""
+def apply_gate(module, plan, changes=None):
+    """Write what plan_gate() decided (nothing in check mode); returns ``changed`` (metrics included).
+
+    Every change (the originals record, the sysfs values, the units, the metrics file) is one of
+    ``changes`` (fileio.Changes; fleetnap_profile passes the one of its whole call): a failure
+    undoes all of them and the message says whether the host is as it was."""
+    if changes is None:
+        changes = fileio.Changes(plan["fs"].root)
     if plan["absent"]:
-        return _apply_absent(module, plan)
+        return _apply_absent(module, plan, changes)
     p, fs, batch, hold = plan["p"], plan["fs"], plan["batch"], plan["hold"]
     changed = plan["changed"]
     if changed and not module.check_mode:
-        created_originals = False
         try:
             if not fs.exists(ORIGINALS):
-                write_file_atomic(fs, ORIGINALS, _json(_originals(plan["model"])), 0o600, module)
-                created_originals = True
-            batch.apply()
+                changes.write(fs.path(ORIGINALS), _json(_originals(plan["model"])), 0o600, module)
+            batch.apply_to(changes)
         except (HostFsError, OSError, IOError) as exc:
-            if created_originals:
-                remove_path(fs, ORIGINALS)
-            module.fail_json(msg=str(exc))
-        plan["applied"] = True
-        plan["created_originals"] = created_originals
+            module.fail_json(msg=changes.failure("%s" % exc))
         try:
             if p["global_latency_us"] is not None:
-                hold.install(restart=plan["hold_change"])
+                hold.install(plan["hold_change"], changes)
             else:
-                hold.remove()
+                hold.remove(changes)
             if p["persist"]:
-                plan["boot"].install(restart=False)
+                plan["boot"].install(False, changes)
             else:
-                plan["boot"].remove()
+                plan["boot"].remove(changes)
         except (HostFsError, OSError, IOError) as exc:
-            module.fail_json(msg=_undone("installing fleetnap's services failed: %s" % exc, plan,
-                                         "the services may be partly installed; the next run replaces or "
-                                         "removes them"))
+            module.fail_json(msg=changes.failure("installing fleetnap's services failed: %s" % exc))
 
     if p["metrics_dir"] and not module.check_mode:
         try:
-            changed = write_file_atomic(HostFS("/"), os.path.join(p["metrics_dir"], "fleetnap_cpuidle.prom"),
-                                        render(decision_metrics(plan["rows"], p, plan["acted"])), 0o644,
-                                        module) or changed
+            changed = write_recorded(changes, os.path.join(p["metrics_dir"], "fleetnap_cpuidle.prom"),
+                                     render(decision_metrics(plan["rows"], p, plan["acted"])), 0o644,
+                                     module) or changed
         except (HostFsError, OSError, IOError) as exc:
-            module.fail_json(msg=_undone("writing the metrics failed: %s" % exc, plan))
+            module.fail_json(msg=changes.failure("writing the metrics failed: %s" % exc))
     return changed
-
-
-def _undone(msg, plan, services=None):
-    """msg, then what rolling this call's C-state writes back did (for a failure after them)."""
-    if not plan.get("applied"):
-        return msg + "; nothing had been changed"
-    errors = rollback_gate(plan)
-    if errors:
-        msg += "; rolling back this call's C-state writes failed, they are NOT as they were: %s" % "; ".join(errors)
-    else:
-        msg += "; this call's C-state writes were rolled back"
-    return msg + ("; " + services if services else "")
-
-
-def rollback_gate(plan):
-    """Write back the sysfs values apply_gate() changed (for a later step of the same call that failed).
-
-    Returns a list of error strings (empty when every value was restored). The original-values
-    record goes too when this call created it. Services the gate installed stay: they hold the same
-    limits and are replaced or removed by the next run.
-    """
-    if not plan.get("applied"):
-        return []
-    errors = plan["batch"]._rollback(plan["batch"].writes)
-    if not errors and plan.get("created_originals"):
-        remove_path(plan["fs"], ORIGINALS)
-    return errors
 
 
 def gate_result(module, plan, changed):
@@ -363,25 +344,50 @@ def gate_result(module, plan, changed):
 
 def check_record(doc, where):
     """The originals record as _originals() writes it, or ValueError naming the field: its values
-    are written back into sysfs by state=absent, so a hand-edited or corrupt one is refused."""
+    are written back into sysfs by state=absent, so a hand-edited or corrupt one is refused.
+
+    Version 2 keys a CPU's states by index (``{"2": {"name": "C2", "latency_us": 127, "disable": 0}}``);
+    version 1 (no ``version``) by name, which state=absent takes only where names are unique."""
     def bad(field, what, value):
         raise ValueError("%s: %s must be %s, got %s" % (where, field, what, repr(value)[:60]))
+
+    def disable_value(field, value):
+        if value not in ("0", "1", 0, 1) or isinstance(value, bool):
+            bad(field, "'0' or '1'", value)
+
     if not isinstance(doc, dict):
         raise ValueError("%s: must be a JSON object, got %s" % (where, repr(doc)[:60]))
+    version = doc.get("version", 1)
+    if version not in (1, 2) or isinstance(version, bool):
+        bad("version", "1 or 2", version)
     cpus = doc.get("cpus", {})
     if not isinstance(cpus, dict) or len(cpus) > 8192:
         bad("cpus", "an object of at most 8192 CPUs", cpus)
     for cpu, saved in cpus.items():
-        if not cpu.isdigit() or int(cpu) > 8191:
+        if not (cpu.isascii() and cpu.isdigit()) or len(cpu) > 4 or int(cpu) > 8191:
             bad("cpus key %r" % cpu[:20], "a CPU number 0-8191", cpu)
         if not isinstance(saved, dict):
             bad("cpus.%s" % cpu, "an object", saved)
         states = saved.get("states", {})
         if not isinstance(states, dict) or len(states) > 64:
             bad("cpus.%s.states" % cpu, "an object of at most 64 states", states)
-        for name, value in states.items():
-            if value not in ("0", "1", 0, 1) or isinstance(value, bool):
-                bad("cpus.%s.states.%s" % (cpu, name[:20]), "'0' or '1'", value)
+        for key, value in states.items():
+            field = "cpus.%s.states.%s" % (cpu, key[:20])
+            if version == 1:
+                disable_value(field, value)
+                continue
+            if not (key.isascii() and key.isdigit()) or len(key) > 3:
+                bad("cpus.%s.states key %r" % (cpu, key[:20]), "a state index", key)
+            if not isinstance(value, dict):
+                bad(field, "an object with name, latency_us and disable", value)
+            if not isinstance(value.get("name"), str) or len(value["name"]) > 64:
+                bad(field + ".name", "a state name", value.get("name"))
+            latency = value.get("latency_us")
+            if latency is not None and (isinstance(latency, bool) or not isinstance(latency, int)
+                                        or not 0 <= latency < 2 ** 64):
+                bad(field + ".latency_us", "a whole number of microseconds or null", latency)
+            if value.get("disable") is not None:
+                disable_value(field + ".disable", value["disable"])
         qos = saved.get("pm_qos_resume_latency_us")
         if qos is not None and qos != "n/a" and (isinstance(qos, bool) or not isinstance(qos, int)
                                                  or not 0 <= qos <= PM_QOS_MAX_US):
@@ -392,29 +398,50 @@ def check_record(doc, where):
     return doc
 
 
+def _saved_disable(originals, where, cpu, state):
+    """The disable value the record kept for this state of this CPU (None when it kept none), or
+    ValueError when the record cannot say which state it meant."""
+    saved = originals.get("cpus", {}).get(str(cpu["cpu"])) or {}
+    states = saved.get("states", {})
+    if originals.get("version", 1) == 1:
+        twins = [s["index"] for s in cpu["states"] if s["name"] == state["name"]]
+        if len(twins) > 1 and state["name"] in states:
+            raise ValueError("%s names states, and cpu%d has %d states named %s (state%s): it cannot say which "
+                             "value belongs to which" % (where, cpu["cpu"], len(twins), state["name"],
+                                                         ", state".join(str(i) for i in twins)))
+        return states.get(state["name"])
+    kept = states.get(str(state["index"]))
+    if kept is None:
+        return None
+    if kept["name"] != state["name"] or kept["latency_us"] != state["latency_us"]:
+        raise ValueError("%s kept cpu%d state%d as %s (latency %s us), but the host has %s (latency %s us) there: "
+                         "the kernel's idle states changed since it was written"
+                         % (where, cpu["cpu"], state["index"], kept["name"], kept["latency_us"], state["name"],
+                            state["latency_us"]))
+    return kept["disable"]
+
+
 def _plan_absent(module, fs, model):
+    where = "the record %s" % fs.path(ORIGINALS)
+    batch = SysfsBatch(fs)
     try:
         originals = fs.read_json(ORIGINALS)
         if originals is not None:
-            check_record(originals, "the record %s" % fs.path(ORIGINALS))
+            check_record(originals, where)
+            for cpu in model["cpus"]:
+                for state in cpu["states"]:
+                    old = _saved_disable(originals, where, cpu, state)
+                    if old is not None:
+                        batch.add(_disable_path(cpu["cpu"], state["index"]), old, state["disable"])
+                saved = originals.get("cpus", {}).get(str(cpu["cpu"])) or {}
+                qos = saved.get("pm_qos_resume_latency_us")
+                if qos is not None and cpu["pm_qos_resume_latency_us"] is not None:
+                    batch.add(_qos_path(cpu["cpu"]), qos, cpu["pm_qos_resume_latency_us"])
+            if originals.get("governor") and model["governor"]:
+                batch.add(GOVERNOR, originals["governor"], model["governor"])
     except (HostFsError, ValueError) as exc:
         module.fail_json(msg="%s; nothing was changed (repair the record, or remove it and set the C-states "
                              "by hand: state=absent cannot know the values to restore)" % exc)
-    batch = SysfsBatch(fs)
-    if originals:
-        for cpu in model["cpus"]:
-            saved = originals.get("cpus", {}).get(str(cpu["cpu"]))
-            if not saved:
-                continue
-            for state in cpu["states"]:
-                old = saved.get("states", {}).get(state["name"])
-                if old is not None:
-                    batch.add(_disable_path(cpu["cpu"], state["index"]), old, state["disable"])
-            qos = saved.get("pm_qos_resume_latency_us")
-            if qos is not None and cpu["pm_qos_resume_latency_us"] is not None:
-                batch.add(_qos_path(cpu["cpu"]), qos, cpu["pm_qos_resume_latency_us"])
-        if originals.get("governor") and model["governor"]:
-            batch.add(GOVERNOR, originals["governor"], model["governor"])
     hold = _hold_unit(fs, module, 0)
     boot = _apply_unit(fs, module, None)
     units_present = hold.present() or boot.present()
@@ -422,21 +449,24 @@ def _plan_absent(module, fs, model):
     return dict(
         absent=True, fs=fs, model=model, originals=originals, batch=batch, hold=hold, boot=boot,
         all_cpus=all_cpus, changed=bool(len(batch)) or units_present or originals is not None,
-        before=_views(model, all_cpus, fs), applied=False,
+        before=_views(model, all_cpus, fs, module),
     )
 
 
-def _apply_absent(module, plan):
+def _apply_absent(module, plan, changes):
     fs = plan["fs"]
     if plan["changed"] and not module.check_mode:
         try:
-            plan["batch"].apply()
-        except HostFsError as exc:
-            module.fail_json(msg="restoring the kernel's original C-state settings failed: %s" % exc)
-        plan["applied"] = True
-        plan["hold"].remove()
-        plan["boot"].remove()
-        remove_path(fs, ORIGINALS)
+            plan["batch"].apply_to(changes)
+        except (HostFsError, OSError, IOError) as exc:
+            module.fail_json(msg=changes.failure("restoring the kernel's original C-state settings failed: %s"
+                                                 % exc))
+        try:
+            plan["hold"].remove(changes)
+            plan["boot"].remove(changes)
+            changes.remove(fs.path(ORIGINALS))
+        except (HostFsError, OSError, IOError) as exc:
+            module.fail_json(msg=changes.failure("removing fleetnap's services and record failed: %s" % exc))
     return plan["changed"]
 
 
@@ -457,9 +487,19 @@ def _result_absent(module, plan, changed):
                 after["disabled_cpus_per_state"] = dict(before["disabled_cpus_per_state"])
                 for name in after["disabled_cpus_per_state"]:
                     after["disabled_cpus_per_state"][name] = format_cpulist(
-                        int(c) for c, saved in originals["cpus"].items() if saved["states"].get(name))
+                        int(c) for c, saved in originals.get("cpus", {}).items()
+                        if any(_kept_disabled(originals, key, value, name)
+                               for key, value in saved.get("states", {}).items()))
         result["diff"] = {"before": before, "after": after}
     return result
+
+
+def _kept_disabled(originals, key, value, name):
+    """True when a record entry (version 1: name -> disable; 2: index -> {name, disable}) keeps
+    state ``name`` disabled."""
+    if originals.get("version", 1) == 1:
+        return key == name and str(value) == "1"
+    return value.get("name") == name and str(value.get("disable")) == "1"
 
 
 def decision_metrics(rows, p, cpus):

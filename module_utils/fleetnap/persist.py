@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 
-from ansible.module_utils.fleetnap.sysfs import remove_path, systemd_running, write_file_atomic
+from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap.sysfs import systemd_running
 
 LIBEXEC = "/usr/local/libexec/fleetnap"
 UNIT_DIR = "/etc/systemd/system"
@@ -156,12 +158,12 @@ class UnitSet(object):
     def installed_matches(self):
         for host_path, content, mode in self.files:
             real = self.fs.path(host_path)
-            if not os.path.isfile(real):
-                return False
-            with open(real) as fobj:
-                if fobj.read() != content:
-                    return False
-            if (os.stat(real).st_mode & 0o7777) != mode:
+            try:
+                data = fileio.read_optional(real, fileio.VALUE, self.fs.root, "unit file")
+                st = os.lstat(real)
+            except OSError:
+                return False        # a file that cannot be used is not what we install
+            if data != content.encode("utf-8") or not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != mode:
                 return False
         return os.path.islink(self.fs.path(self.wants_link))
 
@@ -177,17 +179,32 @@ class UnitSet(object):
     def _systemctl(self):
         return self.module.get_bin_path("systemctl", required=True)
 
-    def install(self, restart):
+    def _settle(self, was_active):
+        """After this unit's files were put back: systemd reloads them and the service runs again
+        as it did before the call (or stays stopped)."""
+        systemctl = self._systemctl()
+        self.module.run_command([systemctl, "daemon-reload"], check_rc=True)
+        if was_active:
+            self.module.run_command([systemctl, "restart", self.unit], check_rc=True)
+        else:
+            self.module.run_command([systemctl, "stop", self.unit])
+
+    def install(self, restart, changes):
+        """Write the unit's files and enable it, each change one of ``changes`` (fileio.Changes of
+        this call: a later failure puts the files back and the service as it was)."""
+        live = systemd_running(self.fs)
+        if live:
+            was_active = self.active()
+            # Recorded first, so it is undone last: after the files are back.
+            changes.record("the %s service" % self.unit, lambda: self._settle(was_active))
         changed = False
         for host_path, content, mode in self.files:
-            changed |= write_file_atomic(self.fs, host_path, content, mode, self.module)
+            changed |= changes.write(self.fs.path(host_path), content, mode, self.module)
         link = self.fs.path(self.wants_link)
         if not os.path.islink(link):
-            if not os.path.isdir(os.path.dirname(link)):
-                os.makedirs(os.path.dirname(link), 0o755)
-            os.symlink(self.unit_path, link)
+            changes.link(link, self.unit_path)
             changed = True
-        if systemd_running(self.fs):
+        if live:
             systemctl = self._systemctl()
             if changed:
                 self.module.run_command([systemctl, "daemon-reload"], check_rc=True)
@@ -195,16 +212,40 @@ class UnitSet(object):
                 self.module.run_command([systemctl, "restart", self.unit], check_rc=True)
         return changed
 
-    def remove(self):
+    def remove(self, changes):
+        """Stop and remove the unit, each change one of ``changes`` (see install)."""
         if not self.present() and not os.path.islink(self.fs.path(self.wants_link)):
             return False
-        if systemd_running(self.fs):
+        live = systemd_running(self.fs)
+        if live:
+            was_active = self.active()
+            changes.record("the %s service" % self.unit, lambda: self._settle(was_active))
             self.module.run_command([self._systemctl(), "stop", self.unit])
         for host_path in [self.wants_link] + [f[0] for f in self.files]:
-            remove_path(self.fs, host_path)
-        if systemd_running(self.fs):
+            changes.remove(self.fs.path(host_path))
+        if live:
             self.module.run_command([self._systemctl(), "daemon-reload"])
         return True
+
+
+def write_recorded(changes, path, content, mode, module, root="/"):
+    """fileio.atomic_write of a file outside the call's root (a metrics file in node_exporter's
+    directory), recorded in ``changes`` so a later failure of the call puts it back. True when
+    something was written."""
+    before = fileio.snapshot(path)
+    if not fileio.atomic_write(path, content, mode, root, module):
+        return False
+    changes.record(path, lambda: fileio.put_back(path, before, root))
+    return True
+
+
+def remove_recorded(changes, path, root="/"):
+    """fileio.remove of a file outside the call's root, recorded in ``changes`` (see write_recorded)."""
+    before = fileio.snapshot(path)
+    if not fileio.remove(path, root):
+        return False
+    changes.record(path, lambda: fileio.put_back(path, before, root))
+    return True
 
 
 def read_cpu_dma_latency(fs):
@@ -212,7 +253,7 @@ def read_cpu_dma_latency(fs):
     if not fs.live:
         return None
     try:
-        with open("/dev/cpu_dma_latency", "rb") as fobj:
+        with fileio.open_device("/dev/cpu_dma_latency", "rb") as fobj:
             data = fobj.read(4)
         return struct.unpack("i", data)[0] if len(data) == 4 else None
     except (IOError, OSError):

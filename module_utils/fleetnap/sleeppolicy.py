@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import os
 
-from ansible.module_utils.fleetnap.persist import STATE_DIR, UNIT_DIR
+from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap.persist import STATE_DIR, UNIT_DIR, remove_recorded, write_recorded
 from ansible.module_utils.fleetnap.prom import render
 from ansible.module_utils.fleetnap.sleep import METRICS_FILE, POWER_DIR, SLEEP_TARGETS, policy_metrics, read_sleep
-from ansible.module_utils.fleetnap.sysfs import (
-    HostFS, HostFsError, SysfsBatch, remove_path, systemd_running, write_file_atomic,
-)
+from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch, systemd_running
 
 TARGETS = SLEEP_TARGETS
 DROP_IN = "/etc/systemd/sleep.conf.d/fleetnap.conf"
@@ -97,7 +96,12 @@ def plan_sleep(module, p):
             module.fail_json(msg="metrics_dir %s exists and is not a directory; give node_exporter's textfile "
                                  "collector directory or remove that file" % p["metrics_dir"])
         metrics_path = os.path.join(p["metrics_dir"], METRICS_FILE)
-    offered = read_sleep(fs)
+    try:
+        offered = read_sleep(fs)
+        current_masks = masked(fs)
+        current_drop_in = fs.read(DROP_IN, limit=fileio.VALUE)
+    except (HostFsError, ValueError) as exc:
+        module.fail_json(msg="%s; nothing was changed" % (exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
     if not fs.exists(POWER_DIR + "/state"):
         module.fail_json(msg="%s does not exist: this kernel has no system sleep support (CONFIG_SUSPEND) "
                              "or sysfs_root %s is wrong" % (fs.path(POWER_DIR + "/state"), fs.root))
@@ -108,8 +112,6 @@ def plan_sleep(module, p):
     except (HostFsError, ValueError) as exc:
         module.fail_json(msg="%s; nothing was changed (repair or remove the record; without it state=absent "
                              "restores the kernel's mem_sleep as it is now and no masks)" % exc)
-    current_masks = masked(fs)
-    current_drop_in = fs.read(DROP_IN)
     allow = "deep" if p["allow"] == "mem" else p["allow"]
     mem_sleep_path = POWER_DIR + "/mem_sleep"
 
@@ -161,10 +163,10 @@ def plan_sleep(module, p):
     metrics_changed = False
     if metrics_path:
         try:
-            with open(metrics_path) as fobj:
-                metrics_before = fobj.read()
-        except (IOError, OSError):
-            metrics_before = None
+            metrics_before = fileio.read_optional(metrics_path, fileio.RECORD, what="metrics file")
+            metrics_before = None if metrics_before is None else metrics_before.decode("utf-8", "replace")
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="option metrics_dir: %s; nothing was changed" % exc, offered=offered)
         if p["state"] == "present":
             metrics_text = render(policy_metrics(allow, offered, want_mem_sleep, want_masks))
         metrics_changed = metrics_before != metrics_text
@@ -177,76 +179,21 @@ def plan_sleep(module, p):
     )
 
 
-def _raw(fs, host_path):
-    """A file's bytes, or None when it does not exist (for putting it back on failure)."""
-    try:
-        with open(fs.path(host_path), "rb") as fobj:
-            return fobj.read()
-    except (IOError, OSError):
-        return None
-
-
-class _Journal(object):
-    """What apply_sleep() changed so far, newest last, and how to undo each step."""
-
-    def __init__(self):
-        self.steps = []
-
-    def did(self, what, undo):
-        self.steps.append((what, undo))
-
-    def undo(self):
-        """Undo every step, newest first; returns (undone, errors) as lists of text."""
-        undone, errors = [], []
-        for what, undo in reversed(self.steps):
-            try:
-                problems = undo() or []
-            except (HostFsError, OSError, IOError) as exc:
-                problems = [str(exc)]
-            if problems:
-                errors.append("%s: %s" % (what, "; ".join(problems)))
-            else:
-                undone.append(what)
-        return undone, errors
-
-
-def _put_back(fs, host_path, data, module):
-    if data is None:
-        remove_path(fs, host_path)
-    else:
-        write_file_atomic(fs, host_path, data, 0o644, module)
-
-
-def apply_sleep(module, plan, on_failure=None):
+def apply_sleep(module, plan, changes=None):
     """Write what plan_sleep() decided (nothing in check mode); returns ``changed`` (metrics included).
 
-    A failure after the first write undoes every change of this call (mem_sleep, the drop-in, the
-    masks, the originals record) and the message says what was undone and what could not be.
-    ``on_failure(msg)`` -- when given -- is called with that message before fail_json, so a
-    caller that changed something earlier in the same call can undo it too and say so.
+    Every change (the originals record, mem_sleep, the drop-in, the masks, the metrics file) is
+    one of ``changes`` (fileio.Changes; fleetnap_profile passes the one of its whole call, which
+    holds the C-state gate's changes too): a failure undoes all of them and the message says
+    whether the host is as it was, or which paths stay changed.
     """
     p, fs, offered = plan["p"], plan["fs"], plan["offered"]
     current_masks, want_masks = plan["current_masks"], plan["want_masks"]
-    journal = _Journal()
-    plan["journal"] = journal
+    if changes is None:
+        changes = fileio.Changes(fs.root)
 
     def fail(msg):
-        undone, errors = journal.undo()
-        if any(w.startswith(("the mask", "the unmask")) for w in undone):
-            try:
-                reload_units()
-            except (OSError, IOError) as exc:
-                errors.append("systemctl daemon-reload after putting the masks back: %s" % exc)
-        if errors:
-            msg = "%s; undoing this call's sleep-policy changes failed, the sleep policy is NOT as it was: %s%s" \
-                  % (msg, "; ".join(errors), (" (undone: %s)" % ", ".join(undone)) if undone else "")
-        elif undone:
-            msg = "%s; this call's sleep-policy changes were undone (%s)" % (msg, ", ".join(undone))
-        else:
-            msg = "%s; nothing had been changed" % msg
-        if on_failure is not None:
-            msg = on_failure(msg)
-        module.fail_json(msg=msg, offered=offered)
+        module.fail_json(msg=changes.failure(msg), offered=offered)
 
     def reload_units():
         if systemd_running(fs):
@@ -254,39 +201,27 @@ def apply_sleep(module, plan, on_failure=None):
 
     if plan["changed"] and not module.check_mode:
         try:
+            if plan["masks_changed"] and systemd_running(fs):
+                # Recorded first, so it runs last on an undo: after the masks are back.
+                changes.record("systemctl daemon-reload", reload_units)
             if plan["originals"] is None and p["state"] == "present":
-                write_file_atomic(fs, ORIGINALS, json.dumps(
+                changes.write(fs.path(ORIGINALS), json.dumps(
                     {"mem_sleep": offered["mem_sleep"], "masked_targets": current_masks}) + "\n", 0o600, module)
-                journal.did("the originals record %s" % fs.path(ORIGINALS), lambda: remove_path(fs, ORIGINALS) and [])
-            batch = plan["batch"]
-            batch.apply()   # one write at most (mem_sleep); a failed one changed nothing
-            plan["applied"] = True
-            if len(batch):
-                journal.did("mem_sleep", lambda: batch._rollback(batch.writes))
-            old_drop_in = _raw(fs, DROP_IN)
+            plan["batch"].apply_to(changes)     # one write at most (mem_sleep)
             if plan["want_drop_in"] is None:
-                removed = remove_path(fs, DROP_IN)
+                changes.remove(fs.path(DROP_IN))
             else:
-                removed = write_file_atomic(fs, DROP_IN, drop_in_text(plan["allow"]), 0o644, module)
-            if removed:
-                journal.did("the drop-in %s" % fs.path(DROP_IN), lambda: _put_back(fs, DROP_IN, old_drop_in, module))
+                changes.write(fs.path(DROP_IN), drop_in_text(plan["allow"]), 0o644, module)
             for target in TARGETS:
                 link = fs.path("%s/%s" % (UNIT_DIR, target))
                 if target in want_masks and target not in current_masks:
-                    if not os.path.isdir(os.path.dirname(link)):
-                        os.makedirs(os.path.dirname(link), 0o755)
                     if os.path.lexists(link):
                         fail("cannot mask %s: %s exists and is not a mask; remove it first" % (target, link))
-                    os.symlink("/dev/null", link)
-                    journal.did("the mask of %s" % target, lambda link=link: os.unlink(link))
+                    changes.link(link, "/dev/null")
                 elif target in current_masks and target not in want_masks:
-                    os.unlink(link)
-                    journal.did("the unmasking of %s" % target, lambda link=link: os.symlink("/dev/null", link))
+                    changes.remove(link)
             if p["state"] == "absent":
-                old_originals = _raw(fs, ORIGINALS)
-                if remove_path(fs, ORIGINALS):
-                    journal.did("the removal of %s" % fs.path(ORIGINALS),
-                                lambda: write_file_atomic(fs, ORIGINALS, old_originals, 0o600, module) and [])
+                changes.remove(fs.path(ORIGINALS))
             if plan["masks_changed"]:
                 reload_units()
         except (HostFsError, OSError, IOError) as exc:
@@ -296,13 +231,12 @@ def apply_sleep(module, plan, on_failure=None):
     if plan["metrics_changed"] and not module.check_mode:
         try:
             if metrics_text is None:
-                os.unlink(metrics_path)
+                remove_recorded(changes, metrics_path)
             else:
-                write_file_atomic(HostFS("/"), metrics_path, metrics_text, 0o644, module)
-        except (OSError, IOError) as exc:
-            module.fail_json(msg="the sleep policy is in force, but %s %s failed: %s; check metrics_dir"
-                             % ("removing" if metrics_text is None else "writing", metrics_path, exc),
-                             offered=offered)
+                write_recorded(changes, metrics_path, metrics_text, 0o644, module)
+        except (HostFsError, OSError, IOError) as exc:
+            fail("%s %s failed: %s; check metrics_dir" % ("removing" if metrics_text is None else "writing",
+                                                          metrics_path, exc))
     return plan["changed"] or plan["metrics_changed"]
 
 

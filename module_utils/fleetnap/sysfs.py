@@ -207,6 +207,22 @@ class SysfsBatch(object):
             done.append((host_path, new, old))
         return len(done)
 
+    def apply_to(self, changes):
+        """check(), then write every queued value as one of ``changes`` (a fileio.Changes of this
+        call, whose failure() undoes them with everything else the call changed). A write whose
+        earlier value could not be read is recorded with an undo that says so."""
+        self.check()
+        for host_path, new, old in self.writes:
+            if old is None:
+                old = self._current(host_path)
+            path = self.fs.path(host_path)
+            if old is None:
+                self.fs.write_raw(host_path, new)
+                changes.record(path, lambda new=new: _unknown(new))
+            else:
+                changes.value(path, new, old)
+        return len(self.writes)
+
     def _current(self, host_path):
         """The attribute's value now (for a write queued without its old value), or None."""
         try:
@@ -226,6 +242,10 @@ class SysfsBatch(object):
             except (IOError, OSError) as exc:
                 errors.append("%s: %s" % (self.fs.path(host_path), exc.strerror or exc))
         return errors
+
+
+def _unknown(new):
+    raise HostFsError("left at %r (its earlier value could not be read)" % new)
 
 
 def write_file_atomic(fs, host_path, content, mode=0o644, module=None):

@@ -24,6 +24,7 @@ import math
 import os
 import re
 
+from ansible.module_utils import basic
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.parse import MAX_DIGITS, ParseError, loads
 
@@ -269,3 +270,44 @@ def check_output_dir(opt, directory, filename):
     if os.path.isdir(target):
         raise ParamError("option %s: %s is a directory; fleetnap writes its file there" % (opt, target))
     return directory
+
+
+def _huge_number(value, where):
+    """The option path of the first integer of more than MAX_DIGITS digits in value (the
+    module's parameters, however deep), or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (where, len(str(abs(value)))) if abs(value) >= 10 ** MAX_DIGITS else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _huge_number(item, "%s.%s" % (where, key) if where else str(key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _huge_number(item, "%s[%d]" % (where, i))
+            if found:
+                return found
+    return None
+
+
+def _raw_spec(spec):
+    """The argument spec with every option taking anything (type raw), keeping no_log and aliases."""
+    out = {}
+    for key, opt in spec.items():
+        out[key] = dict((k, v) for k, v in opt.items() if k in ("no_log", "aliases"))
+        out[key]["type"] = "raw"
+    return out
+
+
+def ansible_module(**kwargs):
+    """AnsibleModule(**kwargs), after one check Ansible's own conversion cannot make: an integer of
+    hundreds of digits given for an int or float option (or inside a dict or list option) makes
+    its float() raise OverflowError, a traceback instead of a result. Such a number is refused
+    first, naming the option, with the module's no_log options still masked."""
+    # basic's own names looked up at call time (ansible-test's validate-modules replaces them).
+    found = _huge_number(basic._load_params(), "")
+    if found:
+        module = basic.AnsibleModule(argument_spec=_raw_spec(kwargs["argument_spec"]),
+                                     supports_check_mode=kwargs.get("supports_check_mode", False))
+        module.fail_json(msg="option %s: a number of %d digits is beyond any value it takes" % found)
+    return basic.AnsibleModule(**kwargs)

@@ -81,7 +81,7 @@ CPUIDLE_QOS = [
     ("record a list", dict(R, state="absent"), "cpuidle_qos.orig.json: must be a JSON object"),
     ("record disable a word", dict(R, state="absent"), "cpus.0.states.C1 must be '0' or '1', got 'banana'"),
     ("record cpu a word", dict(R, state="absent"), "cpus key 'all' must be a CPU number"),
-    ("record qos NaN", dict(R, state="absent"), "cpus.0.pm_qos_resume_latency_us must be 0-2000000000"),
+    ("record qos NaN", dict(R, state="absent"), "cpuidle_qos.orig.json holds NaN, which is not a JSON number"),
     ("record governor a path", dict(R, state="absent"), "governor must be a cpuidle governor name"),
 ]
 CPUIDLE_QOS_PREP = {c: machine for c, _a, _w in CPUIDLE_QOS}
@@ -149,9 +149,9 @@ FLEETNAP_FACT = [
     ("data of 5 MB", dict(FF, data={"pad": "x" * (5 * 1024 * 1024)}), "option data: the facts file would be"),
     ("existing file not UTF-8", FF, "fleetnap.fact is not UTF-8 text"),
     ("existing file not JSON", dict(FF, recursive=True), "fleetnap.fact is not valid JSON"),
-    ("existing file with NaN", FF, "NaN is not a JSON number"),
+    ("existing file with NaN", FF, "fleetnap.fact holds NaN, which is not a JSON number"),
     ("existing file a list", dict(FF, recursive=True), "fleetnap.fact does not hold a JSON object"),
-    ("existing file huge", FF, "fleetnap.fact is larger than 4194304 bytes"),
+    ("existing file huge", FF, "fleetnap.fact is larger than 4 MiB"),
     ("recursive not a bool", dict(FF, recursive="deep"), "recursive"),
     ("unknown option", dict(FF, mode="0644"), "Unsupported parameters"),
 ]
@@ -279,7 +279,7 @@ FLEETNAP_PROFILE = [
     ("measurements not JSON", FP, "does not hold a JSON object"),
     ("measurements a list", FP, "does not hold a JSON object"),
     ("measurements resume a list", FP, "'resume' must be an object"),
-    ("measured resume NaN in the file", FP, "NaN is not a JSON number"),
+    ("measured resume NaN in the file", FP, "fleetnap.fact holds NaN, which is not a JSON number"),
     ("measured resume a word", FP, "resume.end_to_end_ms must be a number of milliseconds"),
     ("cstates max nan", dict(FP, cstates={"max_latency_us": NAN}), "max_latency_us must be a finite number >= 0"),
     ("cstates max negative", dict(FP, cstates={"max_latency_us": -1}), "max_latency_us must be >= 0 microseconds"),

@@ -1,10 +1,11 @@
 """cpuidle_qos through Ansible on every captured machine in tests/data/cpuidle (pepc-style)."""
 
+import json
 import shutil
-from pathlib import Path
 
 import pytest
 
+import hostile
 from conftest import dataset_names, materialize, snapshot_tree
 from datasets import disabled_on_disk, expected_disabled, raw_states, thesis_measurements
 
@@ -167,25 +168,22 @@ def test_missing_sysfs(tmp_path, module_runner):
     assert res.failed and "does not exist" in res["msg"] and str(tmp_path / "empty") in res["msg"]
 
 
-THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-
-
-@pytest.mark.skipif(not THP.exists(), reason="needs a real sysfs attribute that rejects '1'")
 def test_failed_write_rolls_back(tmp_path, module_runner):
-    """A real kernel attribute that refuses the value half-way through: earlier writes undone."""
-    def trap(root):
-        f = root / "sys/devices/system/cpu/cpu30/cpuidle/state4/disable"
-        f.unlink()
-        f.symlink_to(THP)  # writable, but the kernel answers EINVAL to "1"
-    thp_before = THP.read_text()
+    """An attribute that refuses the value half-way through (append-only: writable by its mode, but
+    an open for writing without O_APPEND gets EPERM, as a kernel attribute may answer EINVAL):
+    the earlier writes and the originals record are undone. (A link to a real kernel attribute
+    out of the tree is refused before any write now: see the hostile tables.)"""
     root = materialize("ivbep1", tmp_path / "root")
-    trap(root)
-    before = snapshot_tree(root)
-    res = qos(module_runner, root, max_latency_us=20)
-    assert res.failed and "rolled back" in res["msg"] and "the host is as it was" in res["msg"]
-    assert snapshot_tree(root) == before
-    assert THP.read_text() == thp_before
-    assert not (root / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
+    hostile.chattr(root / "sys/devices/system/cpu/cpu30/cpuidle/state4/disable", "+a")
+    try:
+        before = snapshot_tree(root)
+        res = qos(module_runner, root, max_latency_us=20)
+        assert res.failed and "cpu30/cpuidle/state4/disable" in res["msg"], res.get("msg")
+        assert "change(s) were undone, the host is as it was" in res["msg"], res["msg"]
+        assert snapshot_tree(root) == before
+        assert not (root / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
+    finally:
+        hostile.cleanup()
 
 
 def test_metrics_that_cannot_be_written_after_the_limits_roll_them_back(tmp_path, module_runner):
@@ -196,7 +194,7 @@ def test_metrics_that_cannot_be_written_after_the_limits_roll_them_back(tmp_path
     res = qos(module_runner, root, max_latency_us=20, metrics_dir="/proc/fleetnap-no-such-dir")
     assert res.failed and "writing the metrics failed" in res["msg"] and "/proc/fleetnap-no-such-dir" in res["msg"], \
         res.get("msg")
-    assert "this call's C-state writes were rolled back" in res["msg"], res["msg"]
+    assert "this call's 97 change(s) were undone, the host is as it was" in res["msg"], res["msg"]
     assert "Traceback" not in str(res)
     after = snapshot_tree(root)
     assert after == before
@@ -255,3 +253,54 @@ def test_persist_and_global_latency_files(tmp_path, module_runner):
     # The boot-time script really applies the config (run it against the tree's sysfs).
     res = qos(module_runner, root, state="absent")
     assert res.changed and not unit.exists() and not (root / "etc/fleetnap/cpuidle.json").exists()
+
+
+def _twin_states(root):
+    """Every CPU of the copy gets two idle states named C2_ACPI (ACPI tables do this on some
+    boards): state3 is renamed, and the kernel's default leaves it disabled."""
+    for cpu in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*")):
+        state3 = cpu / "cpuidle/state3"
+        if state3.is_dir():
+            for name, value in (("name", "C2_ACPI"), ("disable", "1")):
+                (state3 / name).chmod(0o644)
+                (state3 / name).write_text(value + "\n")
+
+
+def test_absent_restores_two_states_of_one_name_byte_for_byte(tmp_path, module_runner):
+    """Issue 33: with two same-named states, the second disabled by default, a budget that allows
+    everything and then state=absent puts every disable file back as it was (the record keys a
+    state by its index and checks its name and latency when it is read back)."""
+    root = materialize("lnl0", tmp_path / "root")
+    _twin_states(root)
+    def disables():
+        return {str(p.relative_to(root)): p.read_bytes()
+                for p in root.glob("sys/devices/system/cpu/cpu*/cpuidle/state*/disable")}
+    before = disables()
+    res = qos(module_runner, root, max_latency_us=1000000)
+    assert not res.failed and res.changed, res.get("msg")
+    assert {v.strip() for v in disables().values()} == {b"0"}
+    record = json.loads((root / "var/lib/fleetnap/cpuidle_qos.orig.json").read_text())
+    assert record["version"] == 2
+    assert record["cpus"]["0"]["states"]["3"] == {"name": "C2_ACPI", "latency_us": 1048, "disable": 1}
+    res = qos(module_runner, root, state="absent")
+    assert not res.failed and res.changed, res.get("msg")
+    after = disables()
+    assert {k: v.rstrip(b"\n") for k, v in after.items()} == {k: v.rstrip(b"\n") for k, v in before.items()}
+    assert after["sys/devices/system/cpu/cpu0/cpuidle/state2/disable"].strip() == b"0"
+    assert after["sys/devices/system/cpu/cpu0/cpuidle/state3/disable"].strip() == b"1"
+
+
+def test_absent_refuses_a_version_1_record_that_cannot_tell_twins_apart(tmp_path, module_runner):
+    """A record written before states were keyed by index names them: with two states of one name
+    it cannot say which value is whose, so state=absent refuses and changes nothing."""
+    root = materialize("lnl0", tmp_path / "root")
+    _twin_states(root)
+    record = root / "var/lib/fleetnap/cpuidle_qos.orig.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"version": 1, "cpus": {"0": {"states": {"C2_ACPI": 1}}}}))
+    before = snapshot_tree(root)
+    res = qos(module_runner, root, state="absent")
+    assert res.failed and "cpu0 has 2 states named C2_ACPI (state2, state3): it cannot say which" in res["msg"], \
+        res.get("msg")
+    assert "nothing was changed" in res["msg"]
+    assert snapshot_tree(root) == before
