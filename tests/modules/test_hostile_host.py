@@ -370,10 +370,10 @@ def svg_dir(d):
 POWERNAP_ADVICE = Table()
 POWERNAP_ADVICE.add("transition_latency_s 400 digits", dict(PA, transition_latency_s=10 ** 400),
                     "option transition_latency_s: a number of 401 digits", svg_dir)
-POWERNAP_ADVICE.add("utilization 400 digits", dict(PA, utilization="9" * 400), "utilization must be a finite number",
+POWERNAP_ADVICE.add("utilization 400 digits", dict(PA, utilization="9" * 400), "utilization: a number of 400 digits is beyond any value fleetnap accepts",
                     svg_dir)
 POWERNAP_ADVICE.add("utilization unicode digits", dict(PA, utilization="0.\u00b2"),
-                    "utilization must be a number, got '0.²'", svg_dir)
+                    "must be a decimal number in ASCII digits, got '0.²'", svg_dir)
 POWERNAP_ADVICE.add("tiny fmin at zero utilisation", dict(PA, utilization=0, dvfs_min_frequency=1e-300),
                     "option dvfs_min_frequency: must be >= 0.01 and <= 1", svg_dir)
 POWERNAP_ADVICE.add("svg_dest a fifo", PAS, "powernap.svg is a FIFO",
@@ -382,7 +382,7 @@ POWERNAP_ADVICE.add("svg_dest immutable", PAS, "powernap.svg is immutable or app
                     lambda d: (svg_dir(d), hostile.immutable(d / "svg/powernap.svg")))
 POWERNAP_ADVICE.add("svg directory append-only", PAS, "svg is immutable or append-only",
                     lambda d: (svg_dir(d), hostile.append_only_dir(d / "svg")))
-POWERNAP_ADVICE.add("svg directory full", PAS, "No space left on device; svg_dest is as it was",
+POWERNAP_ADVICE.add("svg directory full", PAS, "powernap.svg: No space left on device",
                     lambda d: (svg_dir(d), hostile.full_fs(d / "svg")))
 
 TABLES = {
