@@ -45,8 +45,18 @@ def test_needs_one_knob(tmp_path, module_runner):
     assert res.failed and "one of the following is required" in res["msg"]
 
 
-def test_live_kernel_missing_knob(module_runner):
-    if Path("/sys/power/pm_print_times").exists():
+def test_live_kernel_knob_read_or_named_missing(module_runner):
+    """On this machine's kernel, both ways: with CONFIG_PM_SLEEP_DEBUG (every Debian kernel) the
+    knob is read and a change is planned in check mode, without writing; without it, the module
+    says which knob and which kernel option are missing."""
+    knob = Path("/sys/power/pm_print_times")
+    if knob.exists():
+        now = knob.read_text().strip() == "1"
+        res = module_runner("pm_debug", {"pm_print_times": not now}, check=True, diff=True)
+        assert not res.failed, res.get("msg")
+        assert res.changed and res["before"]["pm_print_times"] is now
+        assert res["diff"]["after"]["pm_print_times"] is (not now)
+        assert (knob.read_text().strip() == "1") is now          # check mode wrote nothing
         return
     res = module_runner("pm_debug", {"pm_print_times": True})
     assert res.failed and "CONFIG_PM_SLEEP_DEBUG" in res["msg"] and "/sys/power/pm_print_times" in res["msg"]
