@@ -217,7 +217,6 @@ class Writes(fileio.Changes):
         own snapshot; the argument stays for callers)."""
         return self.write(p, new, 0o644, self.module)
 
-
     def makedirs(self, directory):
         """Create ``directory`` (and missing parents); undone by removing what was created."""
         made = []
