@@ -302,14 +302,20 @@ def _raw_spec(spec):
 def ansible_module(**kwargs):
     """AnsibleModule(**kwargs), refusing cleanly what Ansible's own conversion cannot take: an
     integer of hundreds of digits given for an int or float option (or inside a dict or list
-    option) makes its float() raise OverflowError. Such a number is then named, option and digits,
-    with the module's no_log options still masked. AnsibleModule is constructed first, so tools
+    option) makes its float() raise OverflowError, and a raw, dict or list option keeps it for the
+    module to trip over. Such a number is named, option and digits, with the module's no_log options
+    still masked. AnsibleModule is constructed first, so tools
     that read a module's argument spec by replacing it (validate-modules, the tests) see it."""
     # basic's own names looked up at call time (ansible-test's validate-modules replaces them).
     try:
-        return basic.AnsibleModule(**kwargs)
+        module = basic.AnsibleModule(**kwargs)
     except OverflowError:
         found = _huge_number(basic._load_params(), "") or ("?", MAX_DIGITS + 1)
         module = basic.AnsibleModule(argument_spec=_raw_spec(kwargs["argument_spec"]),
                                      supports_check_mode=kwargs.get("supports_check_mode", False))
         module.fail_json(msg="option %s: a number of %d digits is beyond any value it takes" % found)
+    # Options Ansible does not convert (raw, dict, list) keep such an integer: refused the same way.
+    found = _huge_number(module.params, "")
+    if found:
+        module.fail_json(msg="option %s: a number of %d digits is beyond any value it takes" % found)
+    return module
