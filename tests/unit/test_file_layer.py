@@ -336,3 +336,32 @@ def test_chattr_and_mount_are_available():
     assert os.geteuid() == 0
     assert subprocess.run(["chattr", "--help"], capture_output=True).returncode in (0, 1)
     assert Path("/proc/self/fd").is_dir()
+
+
+def test_a_file_replaced_between_examining_and_opening_is_refused(root, monkeypatch):
+    """The file examined (stat) must be the one opened: a file swapped in between (here: renamed
+    over the target right before the open, as a racing process would) is refused, not read."""
+    target = root / "sys" / "value"
+    (root / "sys" / "other").write_text("planted\n")
+    real_open = os.open
+
+    def racing_open(path, flags, *args):
+        if str(path) == str(target):
+            os.rename(root / "sys" / "other", target)
+        return real_open(path, flags, *args)
+    monkeypatch.setattr(fileio.os, "open", racing_open)
+    with pytest.raises(UnsafeFileError, match="was replaced while it was opened"):
+        fileio.read_bytes(str(target), fileio.VALUE, str(root))
+
+
+def test_a_knob_replaced_by_a_fifo_between_plan_and_write_is_not_opened(root):
+    """A sysfs value planned from a regular file, then replaced by a FIFO before the write: the
+    write refuses it at once (no open, no hang) and a Changes batch undoes what came before."""
+    (root / "sys" / "first").write_text("0\n")
+    ch = fileio.Changes(str(root))
+    ch.value(str(root / "sys" / "first"), "1", "0")
+    hostile.fifo(root / "sys" / "value")
+    with pytest.raises(UnsafeFileError, match="FIFO"):
+        _bounded(lambda: ch.value(str(root / "sys" / "value"), "1", "42"))
+    assert ch.failure("the second write failed").endswith("1 change(s) were undone, the host is as it was")
+    assert (root / "sys" / "first").read_text() == "0"
