@@ -59,7 +59,7 @@ $(VENV)/.stamp: requirements.txt | $(CACHE)/deb.stamp
 # The tests that change this kernel's cpuidle settings run alone; the rest in parallel.
 test-unit: setup
 	$(BIN)/pytest -q --durations=5 -m live_kernel tests/modules
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 -m "not live_kernel and not lab" tests/unit tests/modules
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=40 -m "not live_kernel and not lab" tests/unit tests/modules
 
 lint: setup lint-setup
 	$(BIN)/python tests/ansible_lint.py --profile production --strict .
