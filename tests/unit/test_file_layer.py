@@ -365,3 +365,32 @@ def test_a_knob_replaced_by_a_fifo_between_plan_and_write_is_not_opened(root):
         _bounded(lambda: ch.value(str(root / "sys" / "value"), "1", "42"))
     assert ch.failure("the second write failed").endswith("1 change(s) were undone, the host is as it was")
     assert (root / "sys" / "first").read_text() == "0"
+
+
+# --- every record written is synced (issue 34) --------------------------------------------------
+
+def test_a_record_is_synced_before_and_after_its_rename(tmp_path, monkeypatch):
+    """atomic_write (and Changes.write, which every module's record goes through) syncs the new
+    file's data before the rename and the directory after it: a host powered off or suspended
+    right after the write keeps the old record or the new one, never an empty one. No module
+    writes a file any other way (test_no_module_opens_a_file_outside_the_file_layer)."""
+    synced = []
+    real_fsync = os.fsync
+
+    def spy(fd):
+        synced.append(os.readlink("/proc/self/fd/%d" % fd))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    dest = tmp_path / "records" / "cycle.json"
+    changes = fileio.Changes()
+    changes.write(str(dest), '{"cycle": 1}\n', 0o644)
+    assert dest.read_text() == '{"cycle": 1}\n'
+    tmp_name = [p for p in synced if p != str(dest.parent)]
+    assert len(tmp_name) == 1 and Path(tmp_name[0]).parent == dest.parent, synced
+    assert Path(tmp_name[0]).name.startswith(".fleetnap-")      # the file, before its rename
+    assert synced[-1] == str(dest.parent)                         # the directory, after it
+    synced.clear()
+    fileio.atomic_write(str(tmp_path / "report.html"), "<html></html>\n", 0o644)
+    assert len(synced) == 2 and synced[-1] == str(tmp_path)
+
