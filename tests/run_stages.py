@@ -54,6 +54,21 @@ def failure_lines(path: str, limit: int = DIGEST_LINES) -> list[str]:
     return found
 
 
+SKIPPED = re.compile(r"^skipped: (\d+) tests?$")
+
+
+def skipped_tests(path: str) -> int | None:
+    """The tests skipped in a stage: the sum of the "skipped: N tests" lines its pytest runs end
+    with (tests/conftest.py prints one per run, with the reasons); None when the stage ran none."""
+    found = None
+    with open(path, errors="replace") as fh:
+        for raw in fh:
+            m = SKIPPED.match(ANSI.sub("", raw.strip()))
+            if m:
+                found = (found or 0) + int(m.group(1))
+    return found
+
+
 def run(target: str, log_dir: str) -> tuple[int, float, str]:
     """make TARGET, its output printed as it comes and kept in LOG_DIR/stage-TARGET.log."""
     t0 = time.monotonic()
@@ -143,7 +158,9 @@ def main(argv: list[str]) -> int:
             if bg.before == stage and bg.row is None:
                 rows.append(bg.wait())
         code, secs, log = run(stage, args.log_dir)
-        rows.append((stage, secs, "passed" if code == 0 else "FAILED (rc=%d)" % code))
+        skipped = skipped_tests(log)
+        rows.append((stage, secs, ("passed" if code == 0 else "FAILED (rc=%d)" % code)
+                     + ("" if skipped is None else "; %d skipped (reasons in its log)" % skipped)))
         if code:
             failed_log = (stage, log)
         rc = code

@@ -97,8 +97,9 @@ def qdiscs(dev):
     return subprocess.run([tc, "-j", "qdisc", "show", "dev", dev], capture_output=True, text=True).stdout
 
 
-needs_dev = pytest.mark.skipif(DEV is None or shutil.which("tc") is None,
-                               reason="needs a single-queue interface and tc")
+def needs_dev(fn):
+    fn = pytest.mark.skipif(shutil.which("tc") is None, reason="needs tc (Debian package iproute2)")(fn)
+    return pytest.mark.skipif(DEV is None, reason="this machine has no single-queue network interface")(fn)
 
 
 @needs_dev

@@ -17,11 +17,13 @@ GOVERNOR = CPU / "cpuidle/current_governor"
 DISABLE_FILES = sorted(glob.glob(str(CPU / "cpu[0-9]*/cpuidle/state[0-9]*/disable")))
 QOS_FILES = sorted(glob.glob(str(CPU / "cpu[0-9]*/power/pm_qos_resume_latency_us")))
 
-pytestmark = [pytest.mark.live_kernel, pytest.mark.skipif(
-    os.geteuid() != 0 or not DISABLE_FILES or not os.access(DISABLE_FILES[0], os.W_OK)
-    or ORIGINALS.exists(),
-    reason="needs root, a writable cpuidle on this kernel, and no earlier fleetnap record",
-)]
+pytestmark = [
+    pytest.mark.live_kernel,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
+    pytest.mark.skipif(not DISABLE_FILES or not os.access(DISABLE_FILES[0], os.W_OK),
+                       reason="this kernel has no writable cpuidle states"),
+    pytest.mark.skipif(ORIGINALS.exists(), reason="an earlier fleetnap record is on this host: %s" % ORIGINALS),
+]
 
 
 def read_all(paths):
@@ -94,7 +96,7 @@ def test_disable_a_real_state_and_restore(module_runner, restore_kernel):
     assert not ORIGINALS.exists()
     before = usage(disable)
     if not idled:
-        pytest.skip("the CPUs never idled during the test (machine saturated): kernel effect not observable")
+        pytest.skip("this machine was saturated: its CPUs never idled during the test, the kernel's effect not observable")
     deadline = time.monotonic() + 20
     while usage(disable) == before and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -19,6 +19,8 @@ bgfail:
 \t@echo boom; exit 4
 down:
 \t@echo down >> order
+skips:
+\t@printf 'x\\nskipped: 2 tests\\n  2 this kernel can suspend\\nskipped: 1 test\\n'
 verify:
 \t@printf 'noise\\n  \\342\\224\\202 \\033[31mE   assert 1 == 2\\033[0m\\n  \\342\\224\\202 FAILED tests/test_x.py::test_y - assert 1 == 2\\nlab1 : ok=3 failed=0\\n'; exit 1
 """
@@ -77,3 +79,47 @@ def test_failure_lines_are_capped(tmp_path):
     log.write_text("".join("E   line %d\n" % i for i in range(100)))
     lines = run_stages.failure_lines(str(log), limit=5)
     assert lines == ["E   line 0", "E   line 1", "E   line 2", "E   line 3", "... and 96 more such lines"]
+
+
+def test_the_table_counts_each_stages_skipped_tests(tmp_path):
+    proc, _order = run(tmp_path, "skips", "b")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table = proc.stdout[proc.stdout.index("===== stages ====="):]
+    assert "skips" in table and "passed; 3 skipped (reasons in its log)" in table
+    assert [ln for ln in table.splitlines() if ln.startswith("b ")][0].rstrip().endswith("passed")
+
+
+SKIPPING = """\
+import pytest
+
+def test_runs():
+    assert True
+
+@pytest.mark.skipif(True, reason="this kernel offers no S3")
+def test_kernel():
+    pass
+
+def test_tool():
+    pytest.skip(MISSING)
+"""
+
+
+def _pytest_with_skips(tmp_path, missing, strict):
+    (tmp_path / "test_skips.py").write_text(SKIPPING.replace("MISSING", repr(missing)))
+    env = dict(__import__("os").environ, PYTHONPATH=str(REPO / "tests"), FLEETNAP_STRICT_SKIPS=strict)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_skips.py")],
+                          capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+
+
+def test_a_skip_ci_should_not_have_fails_a_strict_run_and_every_run_counts_its_skips(tmp_path):
+    proc = _pytest_with_skips(tmp_path, "needs promtool (Debian package prometheus)", "1")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "skipped: 2 tests" in proc.stdout
+    assert "1  needs promtool (Debian package prometheus)" in proc.stdout
+    assert "1 skip reason(s) that CI must not have" in proc.stdout
+    relaxed = _pytest_with_skips(tmp_path, "needs promtool (Debian package prometheus)", "0")
+    assert relaxed.returncode == 0 and "skipped: 2 tests" in relaxed.stdout
+    justified = _pytest_with_skips(tmp_path, "this machine has no single-queue network interface", "1")
+    assert justified.returncode == 0, justified.stdout + justified.stderr
+    assert "skipped: 2 tests" in justified.stdout
