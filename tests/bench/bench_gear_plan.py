@@ -5,8 +5,8 @@ Generates a synthetic but plausible year of fleet-wide load into a temporary CSV
 a diurnal curve (trough around 04:00, peak mid-afternoon), a weekly dip at weekends, a slow
 seasonal drift, a nightly maintenance burst at 01:00 (Sierra section 4.3 saw one in Hotmail) and
 multiplicative noise. Times (1) gear_plan's core - CSV parse, hourly peaks, prediction, schedule,
-evaluation, table - best of several runs, and (2) the whole module through the ansible CLI once,
-and prints both against the 2 s target.
+evaluation, table - the median of several runs, and (2) the whole module through the ansible CLI
+once, and states both against the 2 s target (docs/bench/gear_plan.txt, benchlib).
 
     .venv/bin/python tests/bench/bench_gear_plan.py [--rows 8760] [--repeat 5]
 """
@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 import conftest  # noqa: E402,F401  (makes ansible.module_utils.fleetnap importable)
+sys.path.insert(0, str(REPO / "tests" / "bench"))
+from benchlib import Report  # noqa: E402
 from ansible.module_utils.fleetnap import gear  # noqa: E402
 
 TARGET_S = 2.0
@@ -75,25 +77,27 @@ def main():
             res = core(csv_path, a.train_days)
             times.append(time.perf_counter() - t)
         ev = res["evaluation"] or {}
-        print("gear_plan core, %d servers x %d hourly rows (%d days): best %.3f s, median %.3f s (target %.1f s) %s"
-              % (SERVERS, a.rows, a.rows // 24, min(times), sorted(times)[len(times) // 2], TARGET_S,
-                 "OK" if max(times) < TARGET_S else "OVER"))
+        rep = Report("gear_plan")
+        rep.print("gear_plan core, %d servers x %d hourly rows (%d days)" % (SERVERS, a.rows, a.rows // 24))
+        core_s = rep.runs("gear_plan core", times)
+        rep.target("gear_plan core (median s)", core_s["median"], "<=", TARGET_S, "s")
         if ev:
-            print("  evaluation on %d test days: nrmse %.3f, gear accuracy %.3f, powered %.3f (oracle %.3f)"
-                  % (ev["test_days"], ev["nrmse"], ev["gear_accuracy"], ev["powered_fraction"],
-                     ev["oracle_powered_fraction"]))
+            rep.print("  evaluation on %d test days: nrmse %.3f, gear accuracy %.3f, powered %.3f (oracle %.3f)"
+                      % (ev["test_days"], ev["nrmse"], ev["gear_accuracy"], ev["powered_fraction"],
+                         ev["oracle_powered_fraction"]))
         args = dict(CAPS, servers=SERVERS, replicas=3, gmin=1, load_csv=csv_path, train_days=a.train_days,
                     date="2024-01-01")
         t = time.perf_counter()
         out = conftest.run_module("gear_plan", args, tmp_path=Path(tmp))
         wall = time.perf_counter() - t
         if out.failed:
-            print("module failed: %s" % out.get("msg"))
+            rep.print("module failed: %s" % out.get("msg"))
+            rep.finish()
             return 1
-        print("gear_plan module via ansible: in-module %.3f s (target %.1f s) %s; whole ansible CLI call %.2f s"
-              % (out["elapsed_s"], TARGET_S, "OK" if out["elapsed_s"] < TARGET_S else "OVER", wall))
-        print(out["table"])
-    return 0
+        rep.print("gear_plan module via ansible: whole ansible CLI call %.2f s (one run)" % wall)
+        rep.target("gear_plan module, time in the module (s)", out["elapsed_s"], "<=", TARGET_S, "s")
+        rep.print(out["table"])
+    return rep.finish()
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ simulator's own power logs, not in what the playbook says), so no run can win by
 
     python tests/bench/bench_gear_shift_sim.py [--sizes 30,100,300] [--json out.json]
 
-Target (issue 17): each shift <= 1.5x its floor. Prints one line per figure with its ratio;
-exit 0 when every run succeeded and verified (a MISSed target is reported, not an error).
+With ``--repeat R`` the two shifts run R times on each simulator (down and up again, each from
+cold connections, each verified); the ratio stated is the median shift over the median floor.
+Target (issue 17): each shift <= 1.5x its floor. The report goes to docs/bench/gear_shift_sim.txt
+(benchlib); exit 1 when a run failed or did not verify, or when a target was missed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import Report, spread  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -81,7 +86,7 @@ def power_states(base: Path) -> dict:
     return out
 
 
-def one_size(n: int, keep: bool) -> dict:
+def one_size(n: int, keep: bool, repeat: int = 1) -> dict:
     base = Path(tempfile.mkdtemp(prefix="fleetnap-bench-gear-%d." % n))
     try:
         sim(base, n, "down")
@@ -91,37 +96,43 @@ def one_size(n: int, keep: bool) -> dict:
         table = json.loads((base / "state" / "sim.json").read_text())
         resume = {h["name"]: h["resume_s"] for h in table["hosts"]}
         inv = str(base / "inv")
-        ping_s, proc = timed([str(VENV_BIN / "ansible"), "-i", inv, "all", "-m", "ansible.builtin.ping"],
-                             ansible_env(base, "ping"))
-        if proc.returncode != 0:
-            raise failure("ping round failed", proc.stdout)
-        gear_dir = base / "gear"
-        shift = [str(VENV_BIN / "ansible-playbook"), "-i", inv, str(REPO / "playbooks" / "gear_shift.yml"),
-                 "-e", "gear_shift_state_dir=%s" % gear_dir]
-        down_s, proc = timed(shift + ["-e", "gear_shift_gear=1"], ansible_env(base, "down"))
-        if proc.returncode != 0:
-            raise failure("3 -> 1 failed", proc.stdout)
-        states = power_states(base)
-        parked = sorted(h for h, s in states.items() if s != "on")
-        group = {h["name"]: h["gear_group"] for h in table["hosts"]}
-        off_groups = {group[h] for h in parked}
-        if len(off_groups) != 2 or any(states[h] != "S3" for h in parked) \
-                or sorted(h for h in group if group[h] in off_groups) != parked:
-            raise BenchError("3 -> 1 did not park exactly two gear groups in S3: %s" % states)
-        up_shift_s, proc = timed(shift + ["-e", "gear_shift_gear=3"], ansible_env(base, "up"))
-        if proc.returncode != 0:
-            raise failure("1 -> 3 failed", proc.stdout)
-        states = power_states(base)
-        if any(s != "on" for s in states.values()):
-            raise BenchError("1 -> 3 left hosts down: %s" % {h: s for h, s in states.items() if s != "on"})
-        floor_down = ping_s + SUSPEND_DEFER_S
-        floor_up = ping_s + max(resume[h] for h in parked)
-        return {"hosts": n, "sim_up_s": round(up_s, 2), "ping_s": round(ping_s, 2), "parked": len(parked),
-                "down_s": round(down_s, 2), "floor_down_s": round(floor_down, 2),
-                "down_ratio": round(down_s / floor_down, 2),
-                "up_s": round(up_shift_s, 2), "floor_up_s": round(floor_up, 2),
-                "slowest_resume_s": max(resume[h] for h in parked),
-                "up_ratio": round(up_shift_s / floor_up, 2)}
+        runs = {"ping": [], "down": [], "up": [], "floor_down": [], "floor_up": []}
+        slowest = 0.0
+        for r in range(repeat):
+            ping_s, proc = timed([str(VENV_BIN / "ansible"), "-i", inv, "all", "-m", "ansible.builtin.ping"],
+                                 ansible_env(base, "ping%d" % r))
+            if proc.returncode != 0:
+                raise failure("ping round failed", proc.stdout)
+            gear_dir = base / "gear"
+            shift = [str(VENV_BIN / "ansible-playbook"), "-i", inv, str(REPO / "playbooks" / "gear_shift.yml"),
+                     "-e", "gear_shift_state_dir=%s" % gear_dir]
+            down_s, proc = timed(shift + ["-e", "gear_shift_gear=1"], ansible_env(base, "down%d" % r))
+            if proc.returncode != 0:
+                raise failure("3 -> 1 failed", proc.stdout)
+            states = power_states(base)
+            parked = sorted(h for h, s in states.items() if s != "on")
+            group = {h["name"]: h["gear_group"] for h in table["hosts"]}
+            off_groups = {group[h] for h in parked}
+            if len(off_groups) != 2 or any(states[h] != "S3" for h in parked) \
+                    or sorted(h for h in group if group[h] in off_groups) != parked:
+                raise BenchError("3 -> 1 did not park exactly two gear groups in S3: %s" % states)
+            up_shift_s, proc = timed(shift + ["-e", "gear_shift_gear=3"], ansible_env(base, "up%d" % r))
+            if proc.returncode != 0:
+                raise failure("1 -> 3 failed", proc.stdout)
+            states = power_states(base)
+            if any(s != "on" for s in states.values()):
+                raise BenchError("1 -> 3 left hosts down: %s" % {h: s for h, s in states.items() if s != "on"})
+            slowest = max(resume[h] for h in parked)
+            runs["ping"].append(ping_s)
+            runs["down"].append(down_s)
+            runs["up"].append(up_shift_s)
+            runs["floor_down"].append(ping_s + SUSPEND_DEFER_S)
+            runs["floor_up"].append(ping_s + slowest)
+        med = {k: spread(v)["median"] for k, v in runs.items()}
+        return {"hosts": n, "sim_up_s": round(up_s, 2), "parked": len(parked), "runs": runs,
+                "ping_s": med["ping"], "down_s": med["down"], "up_s": med["up"],
+                "floor_down_s": med["floor_down"], "floor_up_s": med["floor_up"], "slowest_resume_s": slowest,
+                "down_ratio": med["down"] / med["floor_down"], "up_ratio": med["up"] / med["floor_up"]}
     finally:
         if not keep:
             try:
@@ -135,31 +146,37 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="30,100", help="fleet sizes, comma-separated (default 30,100)")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--keep", action="store_true", help="leave the last simulator running")
+    ap.add_argument("--repeat", type=int, default=1, help="down and up shifts per size (median quoted)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     rows = []
+    rep = Report("gear_shift_sim", argv=argv)
     try:
         for i, n in enumerate(sizes):
-            row = one_size(n, args.keep and i == len(sizes) - 1)
+            row = one_size(n, args.keep and i == len(sizes) - 1, args.repeat)
             rows.append(row)
-            for what in ("down", "up"):
-                ratio = row["%s_ratio" % what]
-                print("gear shift %-4s %4d hosts: %7.1f s, floor %6.1f s (ping %.1f s + slowest transition) "
-                      "= %.2fx floor, target <= %.1fx: %s"
-                      % ("3->1" if what == "down" else "1->3", n, row["%s_s" % what], row["floor_%s_s" % what],
-                         row["ping_s"], ratio, TARGET, "PASS" if ratio <= TARGET else "MISS"), flush=True)
+            rep.print("%d simulated hosts (%d parked in S3 by 3 -> 1; slowest resume %.1f s); each line a median:"
+                      % (n, row["parked"], row["slowest_resume_s"]))
+            rep.runs("  ping round, %d hosts" % n, row["runs"]["ping"])
+            for what, name in (("down", "3->1"), ("up", "1->3")):
+                rep.runs("  gear shift %s, %d hosts" % (name, n), row["runs"][what])
+                rep.runs("  floor %s (ping + slowest own transition), %d hosts" % (name, n),
+                         row["runs"]["floor_%s" % what])
+                rep.target("gear shift %s on %d hosts / floor (medians)" % (name, n), row["%s_ratio" % what],
+                           "<=", TARGET, "x")
     except BenchError as exc:
-        print("bench_gear_shift_sim: %s" % exc, file=sys.stderr)
+        rep.print("bench_gear_shift_sim: %s" % exc)
+        rep.finish()
         return 1
     if len(rows) > 1:
         first = rows[0]
         for row in rows[1:]:
-            print("growth %d -> %d hosts (x%.1f): down x%.2f, up x%.2f, ping x%.2f"
-                  % (first["hosts"], row["hosts"], row["hosts"] / first["hosts"], row["down_s"] / first["down_s"],
-                     row["up_s"] / first["up_s"], row["ping_s"] / first["ping_s"]))
+            rep.print("growth %d -> %d hosts (x%.1f): down x%.2f, up x%.2f, ping x%.2f (medians)"
+                      % (first["hosts"], row["hosts"], row["hosts"] / first["hosts"], row["down_s"] / first["down_s"],
+                         row["up_s"] / first["up_s"], row["ping_s"] / first["ping_s"]))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
-    return 0
+    return rep.finish()
 
 
 if __name__ == "__main__":

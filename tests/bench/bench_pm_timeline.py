@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark: parse time of a 100k-line suspend/resume log, ours against sleepgraph's.
 
-Not a pass/fail test. Builds one large, valid cycle from the real pm-graph log
+Not a test: its report goes to docs/bench/pm_timeline.txt (benchlib), and a missed target exits 1. Builds one large, valid cycle from the real pm-graph log
 (tests/data/dmesg/pmgraph-skynet-mem-3.15.txt) by repeating its suspend and resume
 device blocks with renamed devices and shifted timestamps, checks that both parsers agree on
 the totals, then times (median of several runs):
@@ -24,7 +24,6 @@ Run with the venv's Python: ``.venv/bin/python tests/bench/bench_pm_timeline.py 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import sys
@@ -44,6 +43,9 @@ from ansible.module_utils.fleetnap.recommend import recommend  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 from sleepgraph_oracle import load_sleepgraph, sleepgraph_parse  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests" / "bench"))
+from benchlib import Report  # noqa: E402
 
 _TS = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
 _CALL = re.compile(r"^(calling  )(.+?)(\+ @ \d+, parent: )(.+)$")
@@ -144,49 +146,45 @@ def main():
     ap.add_argument("--big-reps", type=int, default=3, help="repetitions on the many-cycle log")
     args = ap.parse_args()
 
+    rep = Report("pm_timeline")
     text = build_log(args.lines)
     n = text.count("\n")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big-dmesg.txt"
         path.write_text(text)
-        ours_t, ours_all, cycles = timed(lambda: parse(path.read_text()), args.reps)
+        _t, ours_all, cycles = timed(lambda: parse(path.read_text()), args.reps)
         cyc = cycles[-1]
         sg = load_sleepgraph()
-        sg_t, sg_all, runs = timed(lambda: sleepgraph_parse(sg, path), args.sg_reps)
+        _t, sg_all, runs = timed(lambda: sleepgraph_parse(sg, path), args.sg_reps)
     sg_sus, sg_res = runs[-1].getTimeValues()
-    print("log: %d lines, %d device callbacks, one %s cycle (built from %s)"
-          % (n, len(cyc.devices), cyc.mode, SOURCE.name))
-    print("totals  ours: suspend %.3f ms resume %.3f ms | sleepgraph: suspend %.3f ms resume %.3f ms"
-          % (cyc.suspend_ms, cyc.resume_ms, sg_sus, sg_res))
-    if abs(cyc.suspend_ms - sg_sus) > 0.01 * sg_sus or abs(cyc.resume_ms - sg_res) > 0.01 * sg_res:
-        print("WARNING: the parsers disagree by more than 1% on this log")
-    print("fleetnap.dmesg.parse : median %.3f s over %d runs (%s)"
-          % (ours_t, len(ours_all), ", ".join("%.3f" % t for t in ours_all)))
-    print("sleepgraph 5.6       : median %.3f s over %d runs (%s)"
-          % (sg_t, len(sg_all), ", ".join("%.3f" % t for t in sg_all)))
-    print("ratio sleepgraph/ours: %.1fx" % (sg_t / ours_t))
+    rep.print("log: %d lines, %d device callbacks, one %s cycle (built from %s)"
+              % (n, len(cyc.devices), cyc.mode, SOURCE.name))
+    rep.print("totals  ours: suspend %.3f ms resume %.3f ms | sleepgraph: suspend %.3f ms resume %.3f ms"
+              % (cyc.suspend_ms, cyc.resume_ms, sg_sus, sg_res))
+    agree = abs(cyc.suspend_ms - sg_sus) <= 0.01 * sg_sus and abs(cyc.resume_ms - sg_res) <= 0.01 * sg_res
+    rep.target("totals agree with sleepgraph's (1 when within 1%)", 1 if agree else 0, ">=", 1)
+    ours = rep.runs("fleetnap.dmesg.parse", ours_all)
+    theirs = rep.runs("sleepgraph 5.6", sg_all)
+    rep.target("sleepgraph / fleetnap parse time (medians)", theirs["median"] / ours["median"], ">=", 1.0, "x")
     if args.big_mb > 0:
-        return big(args)
-    return 0
+        big(args, rep)
+    return rep.finish()
 
 
-def big(args):
+def big(args, rep):
     text = build_big_log(args.big_mb)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "many-cycles-dmesg.txt"
         path.write_text(text)
         size = path.stat().st_size
         del text
-        ours_t, ours_all, results = timed(lambda: module_work(path), args.big_reps)
+        _t, ours_all, results = timed(lambda: module_work(path), args.big_reps)
         sg = load_sleepgraph()
-        sg_t, sg_all, runs = timed(lambda: sleepgraph_parse(sg, path), 1)
-    verdict = "PASS" if ours_t <= BIG_TARGET_S else "MISS"
-    print("many-cycle log: %.1f MB, %d cycles (the golden lab1 log repeated)" % (size / 1e6, len(results)))
-    print("pm_timeline work (read, parse, every cycle) : median %.3f s over %d runs (%s)"
-          % (ours_t, len(ours_all), ", ".join("%.3f" % t for t in ours_all)))
-    print("sleepgraph 5.6 on the same log              : %.3f s (one run)" % sg_t)
-    print("%s: median %.1f s against the target of %.0f s" % (verdict, ours_t, BIG_TARGET_S))
-    return 0 if verdict == "PASS" else 1
+        sg_t, _all, _runs = timed(lambda: sleepgraph_parse(sg, path), 1)
+    rep.print("many-cycle log: %.1f MB, %d cycles (the golden lab1 log repeated)" % (size / 1e6, len(results)))
+    ours = rep.runs("pm_timeline work on the many-cycle log (read, parse, every cycle)", ours_all)
+    rep.print("sleepgraph 5.6 on the same log: %.3f s (one run)" % sg_t)
+    rep.target("pm_timeline on a %.0f MB log (median s)" % (size / 1e6), ours["median"], "<=", BIG_TARGET_S, "s")
 
 
 if __name__ == "__main__":
