@@ -44,6 +44,14 @@ options:
     choices: [status, "on", "off", soft, cycle]
     default: status
     aliases: [power]
+  read_power:
+    description:
+      - Read the system's power draw at the end into RV(power_watts), from the BMC's DCMI power
+        reading (C(ipmitool dcmi power reading)). A BMC without DCMI (completion code 0xC1, as
+        C(ipmi_sim) answers) or with its reading deactivated gives null and says why in
+        RV(power_note); not read in check mode.
+    type: bool
+    default: false
   timeout:
     description: Seconds to wait for the BMC to report the requested state after the command.
     type: float
@@ -166,6 +174,19 @@ escalated:
   description: O(state=soft) fell back to a hard power off.
   returned: when O(state=soft)
   type: bool
+power_watts:
+  description: The system's power draw in watts (DCMI instantaneous reading), null when the BMC offers none.
+  returned: when O(read_power=true) and not in check mode
+  type: float
+  sample: 231.0
+power_source:
+  description: V(dcmi) when RV(power_watts) is a reading, else null.
+  returned: when O(read_power=true) and not in check mode
+  type: str
+power_note:
+  description: Why RV(power_watts) is null (no DCMI on the BMC, or its reading deactivated).
+  returned: when O(read_power=true) and not in check mode
+  type: str
 commands:
   description: Every ipmitool run with start and end (Unix seconds), the rate-limit wait and the exit code.
   returned: always
@@ -218,6 +239,7 @@ def main():
             session_retries=dict(type="int", default=1),
             soft_fallback_hard=dict(type="bool", default=False),
             rate_limit_dir=dict(type="path", default="~/.cache/fleetnap/bmc"),
+            read_power=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -252,14 +274,18 @@ def main():
 
     result = {"changed": False, "commands": bmc.log}
 
-    def finish(**kw):
+    def finish(read=True, **kw):
         result.update(kw)
+        if read and p["read_power"] and not module.check_mode:
+            result["power_watts"] = bmc.power_watts()
+            result["power_source"] = bmc.power_source
+            result["power_note"] = bmc.power_note
         result["attempts"] = len(bmc.log)
         result["elapsed_s"] = round(time.time() - started, 3)
         return result
 
     def fail(msg, **kw):
-        module.fail_json(msg=msg, **finish(**kw))
+        module.fail_json(msg=msg, **finish(read=False, **kw))
 
     state = p["state"]
     poll = max(p["poll_interval"], p["min_interval"])

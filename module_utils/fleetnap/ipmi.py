@@ -180,6 +180,45 @@ def parse_sel_list(output):
     return out
 
 
+# ``ipmitool dcmi power reading`` (DCMI 1.5 Get Power Reading, mode 1: system power statistics).
+# ipmitool prints each figure as "<label>: <integer> Watts" and the state as "activated" or
+# "deactivated"; a deactivated reading is not a measurement (OpenBMC answers with one, its figures
+# whatever was last kept). A BMC without DCMI answers completion code 0xC1 (ipmitool: "Invalid
+# command"), as the lab's and the simulator's ipmi_sim do.
+DCMI_FIELDS = (("watts", "Instantaneous power reading"), ("minimum_watts", "Minimum during sampling period"),
+               ("maximum_watts", "Maximum during sampling period"),
+               ("average_watts", "Average power reading over sample period"))
+DCMI_MAX_WATTS = 65535          # the reading is a 16-bit field
+_DCMI_STATE = re.compile(r"^\s*Power reading state is\s*:\s*(activated|deactivated)\s*$", re.MULTILINE)
+_DCMI_PERIOD = re.compile(r"^\s*Sampling period\s*:\s*(\d{1,10})\s+Seconds\.?\s*$", re.MULTILINE)
+DCMI_UNSUPPORTED = ("invalid command", "(c1)", "not supported")
+
+
+def parse_dcmi_power_reading(output):
+    """``ipmitool dcmi power reading`` as {'watts', 'minimum_watts', 'maximum_watts',
+    'average_watts', 'sampling_s', 'active'}: every figure an integer 0..65535 (parse_int),
+    ``active`` False when the BMC says its reading is deactivated. IpmiError('parse') naming the
+    line when the output is not that."""
+    text = output or ""
+    out = {}
+    for key, label in DCMI_FIELDS:
+        m = re.search(r"^\s*%s\s*:\s*(\S+)\s+Watts\s*$" % re.escape(label), text, re.MULTILINE)
+        if not m:
+            raise IpmiError("no '%s: N Watts' line in ipmitool output %r" % (label, text.strip()[:200]), kind="parse")
+        try:
+            out[key] = parse_int(m.group(1), label, lo=0, hi=DCMI_MAX_WATTS)
+        except ParseError as exc:
+            raise IpmiError("cannot read the power reading: %s" % exc, kind="parse")
+    state = _DCMI_STATE.search(text)
+    if not state:
+        raise IpmiError("no 'Power reading state is: activated|deactivated' line in ipmitool output %r"
+                        % (text.strip()[:200],), kind="parse")
+    period = _DCMI_PERIOD.search(text)
+    out["sampling_s"] = int(period.group(1)) if period else None
+    out["active"] = state.group(1) == "activated"
+    return out
+
+
 def classify_failure(stdout, stderr):
     """'auth' (do not retry), 'unreachable' (retry) or 'command' (the BMC refused the command)."""
     text = ("%s\n%s" % (stdout or "", stderr or "")).lower()
@@ -316,6 +355,8 @@ class Bmc(object):
         self.clock = clock
         self.sleep = sleep
         self.log = []
+        self.power_source = None        # where power_watts() found its reading
+        self.power_note = None          # why it found none
         # Hard wall-clock bound on one ipmitool run, on top of its own -N/-R: coreutils timeout.
         self.guard = list(guard or [])
         self.run_limit = max(10, 3 * session_timeout * (session_retries + 1))
@@ -376,6 +417,30 @@ class Bmc(object):
 
     def status(self):
         return self._parse(parse_power_status, ["chassis", "power", "status"])
+
+    def power_watts(self):
+        """The system's power draw in watts from ``dcmi power reading``, or None when the BMC offers
+        no reading (no DCMI: completion code 0xC1 and kin; a deactivated reading). ``power_source``
+        says which: 'dcmi', or None with ``power_note`` saying why."""
+        self.power_source, self.power_note = None, None
+        command = ["dcmi", "power", "reading"]
+        try:
+            out = self.run(command)
+        except IpmiError as exc:
+            text = ("%s %s" % (exc, exc.stderr)).lower()
+            if exc.kind == "command" and any(w in text for w in DCMI_UNSUPPORTED):
+                self.power_note = "the BMC offers no DCMI power reading (%s)" % _last_error_line("", exc.stderr or str(exc))
+                return None
+            raise
+        try:
+            reading = parse_dcmi_power_reading(out)
+        except IpmiError as exc:
+            raise IpmiError("BMC %s, '%s': %s" % (self.target, " ".join(command), exc), kind=exc.kind)
+        if not reading["active"]:
+            self.power_note = "the BMC's DCMI power reading is deactivated"
+            return None
+        self.power_source = "dcmi"
+        return float(reading["watts"])
 
     def power(self, action):
         if action not in ACTIONS:

@@ -174,6 +174,20 @@ def test_status_reads_without_change(run, sim):
     assert_no_secret(res)
 
 
+def test_read_power_on_a_bmc_without_dcmi_says_so(run, sim):
+    """ipmi_sim answers DCMI Get Power Reading with completion code 0xC1: no reading, the reason
+    given, the state still read; in check mode nothing more is asked (issue 34)."""
+    sim.set_power("on")
+    res = run("bmc_power", sim.args(state="status", read_power=True))
+    assert not res.failed and not res.changed and res["power"] == "on", res
+    assert res["power_watts"] is None and res["power_source"] is None
+    assert "offers no DCMI power reading" in res["power_note"] and "c1" in res["power_note"].lower()
+    assert [c["command"] for c in res["commands"]] == ["chassis power status", "dcmi power reading"]
+    checked = run("bmc_power", sim.args(state="status", read_power=True), check=True)
+    assert "power_watts" not in checked and len(checked["commands"]) == 1
+    assert_no_secret(res)
+
+
 def test_on_then_idempotent_then_off(run, sim):
     sim.set_power("off")
     res = run("bmc_power", sim.args(state="on"), diff=True)

@@ -336,3 +336,44 @@ def test_log_entries_since_a_marker(tmp_path):
     bmc, _ = _bmc(tmp_path, runner)
     assert len(bmc.log_entries_since({"entries": 50, "last_add": "x"}, limit=1)) == 1
     assert runner.calls[-1][0][-4:] == ["sel", "list", "last", "1"]
+
+
+# --- DCMI power reading (issue 34): recorded ipmitool output, tests/data/bmc-power/README.md ------
+BMC_POWER = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "bmc-power"
+
+
+def test_dcmi_power_reading_recorded_outputs():
+    active = ipmi.parse_dcmi_power_reading((BMC_POWER / "ipmitool-dcmi-activated.txt").read_text())
+    assert active == {"watts": 50, "minimum_watts": 6, "maximum_watts": 304, "average_watts": 49,
+                      "sampling_s": 1, "active": True}
+    off = ipmi.parse_dcmi_power_reading((BMC_POWER / "ipmitool-dcmi-deactivated.txt").read_text())
+    assert off["watts"] == 234 and off["active"] is False and off["sampling_s"] == 0
+
+
+@pytest.mark.parametrize("text,words", [
+    ("", "Instantaneous power reading"),
+    ("    Instantaneous power reading:   99999999 Watts\n", "<= 65535"),
+    ("    Instantaneous power reading:   -5 Watts\n", "Instantaneous power reading"),
+    ("    Instantaneous power reading:   ²0 Watts\n", "Instantaneous power reading"),
+    ((BMC_POWER / "ipmitool-dcmi-activated.txt").read_text().replace("activated", "sleeping"),
+     "Power reading state is"),
+])
+def test_dcmi_power_reading_refuses_what_is_not_one(text, words):
+    with pytest.raises(IpmiError, match=words) as exc:
+        ipmi.parse_dcmi_power_reading(text)
+    assert exc.value.kind == "parse"
+
+
+def test_bmc_power_watts_reading_none_and_why(tmp_path):
+    text = (BMC_POWER / "ipmitool-dcmi-activated.txt").read_text()
+    bmc, _clock = _bmc(tmp_path, ScriptedRunner((0, text, "")))
+    assert bmc.power_watts() == 50.0 and bmc.power_source == "dcmi" and bmc.power_note is None
+    bmc, _clock = _bmc(tmp_path, ScriptedRunner((0, text.replace("activated", "deactivated"), "")))
+    assert bmc.power_watts() is None and bmc.power_source is None and "deactivated" in bmc.power_note
+    refusal = "DCMI request failed because: Invalid command (c1)\n"
+    bmc, _clock = _bmc(tmp_path, ScriptedRunner((1, "", refusal)))
+    assert bmc.power_watts() is None and "offers no DCMI power reading" in bmc.power_note
+    assert len(bmc.log) == 1                       # a refusal is an answer: not retried
+    bmc, _clock = _bmc(tmp_path, ScriptedRunner((0, "garbage", "")))
+    with pytest.raises(IpmiError, match="10.1.2.3:6230, 'dcmi power reading': no 'Instantaneous"):
+        bmc.power_watts()

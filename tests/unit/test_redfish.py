@@ -12,9 +12,11 @@ entries.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -592,3 +594,51 @@ def test_retry_after_values():
     assert redfish._retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 15) == 0.0   # a date in the past
     assert redfish._retry_after("soon", 15) is None and redfish._retry_after(None, 15) is None
     assert redfish._retry_after("nan", 15) is None and redfish._retry_after("-5", 15) == 0.0
+
+
+# ------------------------------------------------- power readings from published Redfish documents
+MOCKUPS = Path(__file__).resolve().parents[1] / "data" / "bmc-power"
+
+
+def serve_mockup(stub, chassis="/redfish/v1/Chassis/1U", drop=()):
+    """The stub's system linked to the DMTF public-rackmount1 mockup's chassis, every document of
+    the mockup's chassis served from tests/data as published (``drop``: chassis links removed)."""
+    root = MOCKUPS / "dmtf-public-rackmount1"
+    for path in (root / "Chassis" / "1U").rglob("index.json"):
+        url = "/redfish/v1/" + str(path.parent.relative_to(root))
+        doc = json.loads(path.read_text())
+        if url == chassis:
+            doc = {k: v for k, v in doc.items() if k not in drop}
+        stub.route("GET", url, lambda req, doc=doc: (200, {}, doc))
+    system = stub.system()
+    system["Links"]["Chassis"] = [{"@odata.id": chassis}]
+    stub.route("GET", "/redfish/v1/Systems/1", lambda req: (200, {}, system))
+
+
+def test_power_readings_from_the_dmtf_mockup(stub, make):
+    """DMTF's public-rackmount1 mockup (tests/data/bmc-power, BSD-3-Clause): EnvironmentMetrics
+    first, then the older Power resource, then the power supplies' metrics (the mockup's Bay2 has
+    none, so only Bay1's InputPowerWatts counts)."""
+    serve_mockup(stub)
+    c = make(stub.port)
+    assert c.power_watts() == 374.0 and c.power_source == "EnvironmentMetrics"
+    serve_mockup(stub, drop=("EnvironmentMetrics",))
+    c = make(stub.port)
+    assert c.power_watts() == 344.0 and c.power_source == "Power"
+    serve_mockup(stub, drop=("EnvironmentMetrics", "Power"))
+    c = make(stub.port)
+    assert c.power_watts() == 937.4 and c.power_source == "PowerSubsystem"
+    serve_mockup(stub, drop=("EnvironmentMetrics", "Power", "PowerSubsystem"))
+    c = make(stub.port)
+    assert c.power_watts() is None and c.power_source is None
+
+
+def test_a_power_resource_without_power_control_is_no_reading(stub, make):
+    """OpenStack sushy's Power sample (tests/data/bmc-power/sushy-power.json, Apache-2.0): power
+    supplies with their output watts but no PowerControl, so no chassis input reading."""
+    doc = json.loads((MOCKUPS / "sushy-power.json").read_text())
+    stub.route("GET", "/redfish/v1/Chassis/1", lambda req: (200, {}, {
+        "Id": "1", "Power": {"@odata.id": "/redfish/v1/Chassis/1/Power"}}))
+    stub.route("GET", "/redfish/v1/Chassis/1/Power", lambda req: (200, {}, doc))
+    c = make(stub.port)
+    assert c.power_watts() is None and c.power_source is None
