@@ -22,9 +22,13 @@ description:
   - Power figures are per host, watts C(on), C(asleep) (S3) and C(off) (soft-off standby).
     O(power_w) (for example each host's C(fleetnap_power_w) from the inventory) is merged into
     O(power_file), which keeps them for the fleet report; a host without figures counts in
-    host-hours only and is listed in RV(hosts_without_figures). The BMC's own reading (DCMI
-    power reading, Redfish Power) would be the better source where a BMC offers one; the lab's
-    and the simulator's C(ipmi_sim) answer DCMI with completion code 0xC1 (not supported).
+    host-hours only and is listed in RV(hosts_without_figures).
+  - The BMC's own readings are the better source where a BMC offers them: with O(measured_file)
+    (kept by M(gear_record) from M(gear_observe)'s C(read_power): DCMI power reading, Redfish
+    C(EnvironmentMetrics), C(Power), C(PowerSubsystem)) a host's measured median per state replaces
+    its figure for that state, and RV(figure_sources) says which was used. The lab's and the
+    simulator's C(ipmi_sim) answer DCMI with completion code 0xC1 (no reading): there the
+    inventory's figures stay.
 version_added: "0.3.0"
 author: fleetnap contributors (@fleetnap)
 options:
@@ -36,6 +40,9 @@ options:
     description: Where the hosts' power figures are kept (JSON, host -> {on, asleep, off}).
     type: path
     required: true
+  measured_file:
+    description: The measured watts per host and state (M(gear_record)'s O(gear_record#module:measured_file)); read only. Missing = none measured.
+    type: path
   power_w:
     description: Host -> {on, asleep, off} watts to record (replacing what O(power_file) had for those hosts).
     type: dict
@@ -87,6 +94,11 @@ total:
   description: The days' sums (parked_host_hours, kwh_used, kwh_if_on, kwh_not_spent).
   returned: always
   type: dict
+figure_sources:
+  description: Host -> state -> where its watts came from, V(inventory), C(measured (SOURCE, DATE)) or V(none).
+  returned: always
+  type: dict
+  sample: {web1: {"on": "measured (dcmi, 2026-11-26)", asleep: inventory, "off": inventory}}
 hosts_without_figures:
   description: Hosts in the history without power figures (host-hours only).
   returned: always
@@ -101,13 +113,15 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.energy import (
-    EnergyError, check_figures, daily, read_history, read_power_file, read_text,
+    EnergyError, check_figures, daily, effective_figures, read_history, read_measured_file, read_power_file,
+    read_text,
 )
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
 CHECKS = {
     "history_file": path(),
     "power_file": path(),
+    "measured_file": path(),
     "until": number(lo=0, hi=4102444800),
 }
 
@@ -118,6 +132,7 @@ def main():
             history_file=dict(type="path", required=True),
             power_file=dict(type="path", required=True),
             power_w=dict(type="dict", default={}),
+            measured_file=dict(type="path"),
             until=dict(type="float"),
         ),
         supports_check_mode=True,
@@ -127,13 +142,16 @@ def main():
     try:
         new = check_figures(p["power_w"], "option power_w")
         kept = read_power_file(p["power_file"])
+        measured = read_measured_file(p["measured_file"]) if p["measured_file"] else {}
         history = read_history((read_text(p["history_file"], "gear history") or "").splitlines(),
                                p["history_file"])
     except (EnergyError, ParamError) as exc:
         module.fail_json(msg=str(exc))
     figures = dict(kept, **new)
     changed = figures != kept
-    result = dict(changed=changed, **daily(history, figures, p["until"] if p["until"] is not None else time.time()))
+    used, sources = effective_figures(figures, measured)
+    result = dict(changed=changed, figure_sources=sources,
+                  **daily(history, used, p["until"] if p["until"] is not None else time.time()))
     if module._diff:
         result["diff"] = {"before": {"power_w": kept}, "after": {"power_w": figures}}
     if changed and not module.check_mode:

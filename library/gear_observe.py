@@ -117,6 +117,16 @@ options:
     type: str
     choices: [always, silent]
     default: always
+  read_power:
+    description:
+      - Also read the power draw each BMC measures (DCMI power reading over IPMI; Redfish
+        C(EnvironmentMetrics), C(Power) or C(PowerSubsystem)), right after its chassis power, into
+        C(power_watts), C(power_source) and C(power_note) of RV(hosts). A BMC that offers none gives
+        null and says why; a reading that fails is a note, never a failure of the observation.
+      - M(gear_record) keeps the readings as the hosts' measured watts per state, which the energy
+        figures use instead of the inventory's.
+    type: bool
+    default: false
   probe_concurrency:
     description: SSH probes in flight at most.
     type: int
@@ -157,6 +167,9 @@ hosts:
            bmc_error: "", bmc_endpoint: "10.0.1.11:623", group: 1, rack: rack1}
     lab2: {name: lab2, ssh: false, ssh_s: null, probes: 14, bmc: "on", bmc_configured: true, bmc_read: true,
            bmc_error: "", bmc_endpoint: "10.0.1.12:623", group: 2, rack: rack1}
+    lab3: {name: lab3, ssh: true, ssh_s: 0.003, probes: 1, bmc: "on", bmc_configured: true, bmc_read: true,
+           bmc_error: "", bmc_endpoint: "10.0.1.13:443", power_watts: 374.0, power_source: EnvironmentMetrics,
+           power_note: "", group: 3, rack: rack1}
 elapsed_s:
   description: Seconds the whole observation took.
   returned: always
@@ -185,6 +198,15 @@ CHECKS = {
 }
 
 
+def power_reading(bmc):
+    """(watts, source, why none) from a BMC client (ipmi.Bmc or redfish.Redfish)."""
+    watts = bmc.power_watts()
+    note = getattr(bmc, "power_note", None)
+    if watts is None and not note:
+        note = "the BMC offers no power reading"
+    return watts, bmc.power_source, note
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -193,6 +215,7 @@ def main():
             state_file=dict(type="path"),
             parked_probe_timeout=dict(type="float", default=1),
             bmc_read=dict(type="str", choices=["always", "silent"], default="always"),
+            read_power=dict(type="bool", default=False),
             bmc_concurrency=dict(type="int", default=4),
             probe_concurrency=dict(type="int", default=256),
             min_interval=dict(type="float", default=1),
@@ -244,7 +267,7 @@ def main():
                                  % (i, ", ".join(clash)))
     seen = observe(targets, p["probe_timeout"], lambda bmc: bmc.status(),
                    probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"],
-                   bmc_read=p["bmc_read"])
+                   bmc_read=p["bmc_read"], bmc_power=power_reading if p["read_power"] else None)
     for h in p["hosts"]:
         seen[h["name"]] = dict(h["inventory"], name=h["name"], **seen[h["name"]])
     module.exit_json(changed=False, hosts=seen, elapsed_s=round(time.time() - started, 3))

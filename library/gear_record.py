@@ -100,6 +100,21 @@ options:
     description: Where the hosts' power figures are kept (JSON, host -> {on, asleep, off} watts).
     type: path
     required: true
+  measured_file:
+    description:
+      - Where the watts the hosts' BMCs measured are kept (JSON, host -> state -> the last five
+        readings, their median, the newest's date and its source). The readings of O(observed)
+        (M(gear_observe) with C(read_power)) are added, each in the state the observation saw its
+        host in. For the energy, a measured median replaces the inventory's figure of that host
+        and state; RV(energy.figure_sources) says, per host and state, which was used.
+      - Unset, only the inventory's figures are used.
+    type: path
+  first_observed:
+    description:
+      - The observation from before the shift (M(gear_observe)'s C(hosts)), for its power readings
+        only: the observation after a shift reads only the BMCs of silent hosts, so the hosts on
+        are measured before. A host read in both keeps the later reading.
+    type: dict
   metrics_dir:
     description: Directory of node_exporter's textfile collector (created when missing).
     type: path
@@ -142,6 +157,7 @@ EXAMPLES = r"""
     state_file: /var/lib/fleetnap/gear/state.json
     history_file: /var/lib/fleetnap/gear/history.jsonl
     power_file: /var/lib/fleetnap/gear/power_w.json
+    measured_file: /var/lib/fleetnap/gear/power_measured.json
     metrics_dir: /var/lib/prometheus/node-exporter
     lock_file: /var/lib/fleetnap/gear/shift.lock
   delegate_to: localhost
@@ -194,7 +210,9 @@ reason:
   returned: always
   type: str
 energy:
-  description: M(gear_energy)'s return (days, total, hosts_without_figures) with this shift in the history.
+  description: >-
+    M(gear_energy)'s return (days, total, hosts_without_figures) with this shift in the history, and
+    C(figure_sources): host -> state -> V(inventory), C(measured (SOURCE, DATE)) or V(none).
   returned: always
   type: dict
 report:
@@ -221,11 +239,12 @@ from datetime import datetime, timezone
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.energy import (
-    EnergyError, check_figures, daily, read_history, read_power_file, read_text,
+    EnergyError, add_readings, check_figures, daily, effective_figures, read_history, read_measured_file,
+    read_power_file, read_text,
 )
 from ansible.module_utils.fleetnap.gearrecord import (
-    Writes, after_shift, check_actions, check_inputs, history_line, merge_actions, metrics, outcome, record,
-    report, woken_as_seen,
+    Writes, after_shift, check_actions, check_inputs, figure_metrics, history_line, merge_actions, metrics,
+    outcome, readings_of, record, report, woken_as_seen,
 )
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
@@ -240,9 +259,11 @@ CHECKS = {
     "state_file": path(),
     "history_file": path(),
     "power_file": path(),
+    "measured_file": path(),
     "metrics_dir": path(),
     "lock_file": path(),
     "observed": items(100000),
+    "first_observed": items(100000),
     "replicas": number(lo=1, hi=100, integer=True),
     "gmin": number(lo=1, hi=100, integer=True),
 }
@@ -281,6 +302,8 @@ def main():
             state_file=dict(type="path", required=True),
             history_file=dict(type="path", required=True),
             power_file=dict(type="path", required=True),
+            measured_file=dict(type="path"),
+            first_observed=dict(type="dict"),
             metrics_dir=dict(type="path", required=True),
             lock_file=dict(type="path"),
         ),
@@ -305,7 +328,9 @@ def main():
             p["after"] = after_shift(p["plan"], observed, p["replicas"], p["gmin"], p["state_file"], now)
         check_inputs(p["plan"], p["after"], p["actions"])
         actions = merge_actions(p["actions"])
-        for opt in ("state_file", "history_file", "power_file"):
+        for opt in ("state_file", "history_file", "power_file", "measured_file"):
+            if p[opt] is None:
+                continue
             directory = os.path.dirname(p[opt]) or "/"
             if not os.path.isdir(directory):
                 raise ParamError("option %s: its directory %s does not exist" % (opt, directory))
@@ -316,9 +341,18 @@ def main():
         # An append-only history could be appended to but not cut back if a later write failed:
         # refused too, like every target this call could not put back.
         for opt, target in (("state_file", p["state_file"]), ("history_file", p["history_file"]),
-                            ("power_file", p["power_file"]), ("metrics_dir", metrics_file)):
+                            ("power_file", p["power_file"]), ("measured_file", p["measured_file"]),
+                            ("metrics_dir", metrics_file)):
+            if target is None:
+                continue
             _writable(target, opt)
         kept = read_power_file(p["power_file"])
+        measured_kept = read_measured_file(p["measured_file"]) if p["measured_file"] else {}
+        measured = measured_kept
+        if p["measured_file"] and p["observed"] is not None:
+            readings = readings_of(p["first_observed"] or {})
+            readings.update(readings_of(p["observed"]))
+            measured = add_readings(measured_kept, readings, datetime.fromtimestamp(now, timezone.utc).isoformat())
         history_text = read_text(p["history_file"], "gear history") or ""
 
         if p["result"]:
@@ -332,8 +366,9 @@ def main():
         sep = "" if not history_text or history_text.endswith("\n") else "\n"
         history = read_history((history_text + sep + line).splitlines(), p["history_file"])
         figures = dict(kept, **new_figures)
-        energy = daily(history, figures, now)
-        prom_text = render(metrics(rec, p["after"], energy, now))
+        used, sources = effective_figures(figures, measured)
+        energy = dict(daily(history, used, now), figure_sources=sources)
+        prom_text = render(metrics(rec, p["after"], energy, now) + figure_metrics(used, sources))
         state_text = json.dumps(rec, indent=2, sort_keys=True, allow_nan=False) + "\n"
     except (ParamError, EnergyError, MetricError, ShiftError, GearError) as exc:
         module.fail_json(msg=str(exc))
@@ -357,6 +392,10 @@ def main():
         step = p["power_file"]
         if figures != kept:
             undo.replace(p["power_file"], None, json.dumps(figures, indent=1, sort_keys=True) + "\n")
+            written.append(step)
+        step = p["measured_file"]
+        if p["measured_file"] and measured != measured_kept:
+            undo.replace(p["measured_file"], None, json.dumps(measured, indent=1, sort_keys=True) + "\n")
             written.append(step)
         step = metrics_file
         if not os.path.isdir(p["metrics_dir"]):

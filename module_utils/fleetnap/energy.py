@@ -227,3 +227,108 @@ def daily(history, figures, until):
              "kwh_if_on": round(sum(r["kwh_if_on"] for r in rows), 3),
              "kwh_used": round(sum(r["kwh_used"] for r in rows), 3)}
     return {"days": rows, "total": total, "hosts_without_figures": sorted(without)}
+
+
+# --- measured watts: what the BMCs read, per host and state (issue 34) -----------------------------
+#
+# gear/power_measured.json keeps, per host and power state, the last READINGS watts its BMC
+# measured in that state (gear_observe read_power: DCMI or Redfish), the date of the newest and
+# its source; the baseline is their median. Where a host has one, it is used instead of the
+# inventory's figure for that state (fleetnap_power_w stays the fallback), and every figure says
+# where it came from.
+
+READINGS = 5
+MEASURED_SOURCES = ("dcmi", "EnvironmentMetrics", "Power", "PowerSubsystem")
+MAX_HOSTS = 100000
+
+
+def _median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+
+
+def check_measured(doc, where):
+    """The measured file's content: host -> state (on, asleep, off) -> {watts (median), readings
+    (1..READINGS finite watts), date (ISO UTC), source}. EnergyError naming the entry otherwise."""
+    if not isinstance(doc, dict) or len(doc) > MAX_HOSTS:
+        raise EnergyError("%s: expected host -> state -> reading, got %s" % (where, type(doc).__name__))
+    out = {}
+    for host, states in doc.items():
+        at = "%s: %s" % (where, host)
+        if not isinstance(states, dict) or set(states) - set(FIGURE_KEYS):
+            raise EnergyError("%s: expected on / asleep / off readings, got %r" % (at, sorted(states)[:5]
+                                                                                   if isinstance(states, dict) else states))
+        row = {}
+        for state, m in states.items():
+            here = "%s.%s" % (at, state)
+            if not isinstance(m, dict) or set(m) != {"watts", "readings", "date", "source"}:
+                raise EnergyError("%s: expected watts, readings, date and source" % here)
+            readings = m["readings"]
+            if not isinstance(readings, list) or not 1 <= len(readings) <= READINGS or any(
+                    isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r)
+                    or not 0 <= r <= MAX_WATTS for r in readings):
+                raise EnergyError("%s.readings: 1 to %d watts from 0 to %d" % (here, READINGS, MAX_WATTS))
+            if m["source"] not in MEASURED_SOURCES:
+                raise EnergyError("%s.source: one of %s, got %r" % (here, ", ".join(MEASURED_SOURCES), m["source"]))
+            parse_time(m["date"], here + ".date")
+            row[state] = {"watts": _median(readings), "readings": [float(r) for r in readings],
+                          "date": m["date"], "source": m["source"]}
+        out[host] = row
+    return out
+
+
+def read_measured_file(path):
+    """The measured watts kept in ``path`` ({} when it does not exist)."""
+    text = read_text(path, "measured power file", fileio.RECORD)
+    if text is None:
+        return {}
+    try:
+        doc = parse.loads(text, "measured power file %s" % path, fileio.RECORD)
+    except parse.ParseError as exc:
+        raise EnergyError("%s: fix or remove it" % exc)
+    return check_measured(doc, "measured power file %s" % path)
+
+
+def add_readings(measured, readings, date):
+    """``measured`` with ``readings`` ({(host, state): (watts, source)}; states other than on,
+    asleep and off are left out) added: each host and state keeps its last READINGS watts, the
+    newest's date and source. A new dict."""
+    out = dict((h, dict(s)) for h, s in measured.items())
+    for (host, state), (watts, source) in sorted(readings.items()):
+        if state not in FIGURE_KEYS or watts is None:
+            continue
+        if isinstance(watts, bool) or not isinstance(watts, (int, float)) or not math.isfinite(watts) \
+                or not 0 <= watts <= MAX_WATTS or source not in MEASURED_SOURCES:
+            raise EnergyError("%s: a reading of %r W (%s) from %r cannot be kept: watts from 0 to %d from one of %s"
+                              % (host, watts, state, source, MAX_WATTS, ", ".join(MEASURED_SOURCES)))
+        old = out.get(host, {}).get(state, {}).get("readings", [])
+        kept = (list(old) + [float(watts)])[-READINGS:]
+        out.setdefault(host, {})[state] = {"watts": _median(kept), "readings": kept, "date": date, "source": source}
+    return out
+
+
+def effective_figures(inventory, measured):
+    """The figures the energy is computed with and where each came from.
+
+    Returns (figures, sources): figures host -> {on, asleep, off} for every host whose three
+    states each have a measured baseline or an inventory figure (measured first); sources host ->
+    state -> "measured (SOURCE, DATE)" or "inventory" (and "none" for a state with neither, whose
+    host then counts in host-hours only)."""
+    figures, sources = {}, {}
+    for host in sorted(set(inventory) | set(measured)):
+        inv, mea = inventory.get(host) or {}, measured.get(host) or {}
+        row, src = {}, {}
+        for state in FIGURE_KEYS:
+            if state in mea:
+                row[state] = mea[state]["watts"]
+                src[state] = "measured (%s, %s)" % (mea[state]["source"], mea[state]["date"][:10])
+            elif state in inv:
+                row[state] = inv[state]
+                src[state] = "inventory"
+            else:
+                src[state] = "none"
+        sources[host] = src
+        if len(row) == len(FIGURE_KEYS):
+            figures[host] = row
+    return figures, sources

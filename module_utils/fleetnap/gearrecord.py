@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.fleetnap import fileio
-from ansible.module_utils.fleetnap.gearshift import plan_from
+from ansible.module_utils.fleetnap.gearshift import observed_state, plan_from
 from ansible.module_utils.fleetnap.validate import ParamError
 
 RESULTS = ("ok", "degraded", "refused", "failed")
@@ -183,6 +183,35 @@ def metrics(rec, after, energy, now):
         {"name": "fleetnap_gear_shift_last_run_timestamp_seconds", "samples": value(round(now)),
          "help": "Unix time the last gear shift ended."},
     ]
+
+
+def readings_of(observed):
+    """{(host, state): (watts, source)} of the hosts whose BMC measured a power draw in this
+    observation (gear_observe read_power), each in the state the same observation saw it in
+    (observed_state: answering = on, silent with chassis on = asleep, off = off)."""
+    out = {}
+    for name, seen in (observed or {}).items():
+        if not isinstance(seen, dict) or seen.get("power_watts") is None:
+            continue
+        state = observed_state(seen.get("ssh") is True, seen.get("bmc"))
+        out[(name, state)] = (seen.get("power_watts"), seen.get("power_source"))
+    return out
+
+
+def figure_metrics(figures, sources):
+    """fleetnap_gear_power_figure_watts{host, state, source}: the watts the energy figures use per
+    host and state, and whether the BMC measured them (source="measured") or the inventory gave
+    them (source="inventory"); hosts without a complete set of figures are left out."""
+    rows = []
+    for host in sorted(figures):
+        for state in ("on", "asleep", "off"):
+            src = sources[host][state]
+            rows.append({"host": host, "state": state, "source": "inventory" if src == "inventory" else "measured",
+                         "value": round(figures[host][state], 3)})
+    return [{"name": "fleetnap_gear_power_figure_watts", "rows": rows,
+             "row_labels": {"host": "host", "state": "state", "source": "source"}, "row_value": "value",
+             "help": "Watts per host and power state the gear energy figures use: measured by the host's BMC "
+                     "(source=measured, gear_observe read_power) or from the inventory (source=inventory)."}]
 
 
 def report(rec, after, state_file):

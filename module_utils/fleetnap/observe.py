@@ -121,7 +121,8 @@ def shown(data, limit=80):
     return text + ("..." if len(data.split(b"\n", 1)[0]) > limit else "")
 
 
-OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error", "bmc_endpoint"))
+OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error", "bmc_endpoint",
+                      "power_watts", "power_source", "power_note"))
 
 
 def probe(host, port, greeting, timeout, connect_timeout=None):
@@ -180,7 +181,7 @@ def answers_within(host, port, greeting, timeout, interval=0.2, clock=time.monot
 
 
 def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrency=256, bmc_concurrency=4,
-            probe=answers, bmc_read="always"):
+            probe=answers, bmc_read="always", bmc_power=None):
     """Observe every host at once.
 
     hosts: [{"name", "address", "port", "bmc": opaque or None, "probe_timeout": optional}];
@@ -192,11 +193,16 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
     At most probe_concurrency probes and bmc_concurrency BMC reads run at a time.
     Returns {name: {"ssh": bool, "ssh_s": seconds or None, "probes": n, "bmc": 'on'|'off'|None,
     "bmc_configured": bool, "bmc_read": bool, "bmc_error": str, "bmc_endpoint": the BMC's
-    "address:port" as its client speaks to it, "" without one}}.
+    "address:port" as its client speaks to it, "" without one, "power_watts", "power_source",
+    "power_note"}}.
+    bmc_power(bmc), when given, is asked right after a chassis power read that succeeded and
+    returns (watts or None, source or None, why there is none): the draw the BMC measured (DCMI,
+    Redfish). Its failure is a note on that host, never the observation's.
     """
     out = {h["name"]: {"ssh": False, "ssh_s": None, "probes": 0, "bmc": None,
                        "bmc_configured": h.get("bmc") is not None, "bmc_read": False, "bmc_error": "",
-                       "bmc_endpoint": getattr(h.get("bmc"), "target", "") or ""}
+                       "bmc_endpoint": getattr(h.get("bmc"), "target", "") or "",
+                       "power_watts": None, "power_source": None, "power_note": ""}
            for h in hosts}
     lock = threading.Lock()
 
@@ -213,8 +219,15 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
             error = ""
         except Exception as exc:  # the reason is the observation: reported per host, never raised
             power, error = None, str(exc) or exc.__class__.__name__
+        reading = {}
+        if bmc_power is not None and power is not None:
+            try:
+                watts, source, note = bmc_power(h["bmc"])
+                reading = {"power_watts": watts, "power_source": source, "power_note": note or ""}
+            except Exception as exc:  # a reading that failed is a note: the power state stands
+                reading = {"power_note": "no power reading: %s" % (str(exc) or exc.__class__.__name__)}
         with lock:
-            out[h["name"]].update(bmc=power, bmc_error=error, bmc_read=True)
+            out[h["name"]].update(bmc=power, bmc_error=error, bmc_read=True, **reading)
 
     with ThreadPoolExecutor(max_workers=max(1, min(probe_concurrency, len(hosts) or 1))) as probes, \
             ThreadPoolExecutor(max_workers=max(1, bmc_concurrency)) as bmcs:

@@ -20,7 +20,9 @@ import os
 import time
 
 from ansible.module_utils.fleetnap import fileio, parse
-from ansible.module_utils.fleetnap.energy import EnergyError, check_figures, daily, read_history, read_text
+from ansible.module_utils.fleetnap.energy import (
+    EnergyError, check_figures, check_measured, daily, effective_figures, read_history, read_text,
+)
 from ansible.module_utils.fleetnap.validate import ParamError, ShapeError, shape
 
 
@@ -176,23 +178,29 @@ def gather(artifacts, until=None):
                 where = "%s line %d" % (path, lineno)
                 record = _loads(line, where)
                 data["gear_history"].append(check_history_record(record, where))
-        data["energy"] = energy_of(path, os.path.join(artifacts, "gear", "power_w.json"), until)
+        data["energy"] = energy_of(path, os.path.join(artifacts, "gear", "power_w.json"), until,
+                                   os.path.join(artifacts, "gear", "power_measured.json"))
     return data
 
 
-def energy_of(history_path, power_path, until=None):
-    """Host-hours and energy not spent per day (module_utils/fleetnap/energy.py), or ReportError
-    naming the file."""
+def energy_of(history_path, power_path, until=None, measured_path=None):
+    """Host-hours and energy not spent per day (module_utils/fleetnap/energy.py) with the watts
+    measured by the BMCs where kept (measured_path) and the inventory's otherwise, and where each
+    figure came from (``figure_sources``); or ReportError naming the file."""
     try:
-        figures = {}
+        figures, measured = {}, {}
         if os.path.lexists(power_path):
             figures = check_figures(_load(power_path), power_path)
+        if measured_path and os.path.lexists(measured_path):
+            measured = check_measured(_load(measured_path), measured_path)
         history = read_history(_text(history_path).splitlines(), history_path)
     except EnergyError as exc:
         raise ReportError(str(exc))
     if not history:
         return None
-    return daily(history, figures, time.time() if until is None else until)
+    used, sources = effective_figures(figures, measured)
+    return dict(daily(history, used, time.time() if until is None else until), figure_sources=sources,
+                figures=used)
 
 
 def _e(value):
@@ -312,8 +320,32 @@ def _energy(energy):
                 % (len(energy["hosts_without_figures"]), _e(", ".join(energy["hosts_without_figures"][:20]))))
     return ("<table><tr><th>day (UTC)</th><th>host-hours on</th><th>host-hours parked</th><th>kWh used</th>"
             "<th>kWh if always on</th><th>kWh not spent</th></tr>%s</table>"
-            "<p>In all: <b>%s</b> host-hours parked, <b>%s kWh</b> not spent of %s kWh staying on.</p>%s"
-            % (rows, _num(t["parked_host_hours"]), _num(t["kwh_not_spent"], "%.2f"), _num(t["kwh_if_on"], "%.2f"), note))
+            "<p>In all: <b>%s</b> host-hours parked, <b>%s kWh</b> not spent of %s kWh staying on.</p>%s%s"
+            % (rows, _num(t["parked_host_hours"]), _num(t["kwh_not_spent"], "%.2f"), _num(t["kwh_if_on"], "%.2f"), note,
+               _figures(energy)))
+
+
+def _figures(energy):
+    """The watts per host and state the figures used, and where each came from (measured by the
+    host's BMC, or the inventory's fleetnap_power_w)."""
+    sources = energy.get("figure_sources") or {}
+    if not sources:
+        return ""
+    used = energy.get("figures") or {}
+    rows = []
+    for host in sorted(sources)[:200]:
+        cells = []
+        for state in ("on", "asleep", "off"):
+            src = sources[host].get(state, "none")
+            watts = used.get(host, {}).get(state)
+            cells.append("<td>%s <span class=\"missing\">%s</span></td>"
+                         % ("-" if watts is None else _num(watts, "%.1f W"), _e(src)))
+        rows.append("<tr><td>%s</td>%s</tr>" % (_e(host), "".join(cells)))
+    measured = sum(1 for h in sources.values() for v in h.values() if v.startswith("measured"))
+    return ("<h3>Watts used per host and state</h3><p>%d of %d figures measured by the hosts' BMCs "
+            "(gear_shift_read_power); the rest from the inventory (fleetnap_power_w).</p>"
+            "<table><tr><th>host</th><th>on</th><th>asleep</th><th>off</th></tr>%s</table>"
+            % (measured, 3 * len(sources), "".join(rows)))
 
 
 CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}

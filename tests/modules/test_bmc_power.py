@@ -408,7 +408,8 @@ def test_password_never_in_argv(run, sim):
 def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path):
     """The gear_shift role's observe phase with no fleetnap_bmc_password in the inventory: bmc_power
     falls back to FLEETNAP_BMC_PASSWORD on the controller (the README's advice), and the
-    password appears nowhere in the output."""
+    password appears nowhere in the output. With gear_shift_read_power the BMC's power reading is
+    asked too: ipmi_sim has none, which the observation says."""
     from conftest import REPO, VENV_BIN
     sim.set_power("on")
     inv = tmp_path / "inv.yml"
@@ -419,7 +420,8 @@ def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path
     play = tmp_path / "observe.yml"
     play.write_text(
         "- hosts: all\n  gather_facts: false\n"
-        "  vars: {gear_shift_probe_timeout_s: 1, gear_shift_bmc_read_concurrency: 1, gear_shift_state_dir: %s}\n"
+        "  vars: {gear_shift_probe_timeout_s: 1, gear_shift_bmc_read_concurrency: 1, gear_shift_state_dir: %s,\n"
+        "         gear_shift_read_power: true}\n"
         "  tasks:\n"
         "    - ansible.builtin.import_role: {name: gear_shift, tasks_from: observe}\n"
         "    - ansible.builtin.debug: {msg: 'observed=%s'}\n"
@@ -433,4 +435,7 @@ def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path
     import json
     observed = json.loads(line.split("observed=", 1)[1].rstrip('"').replace('\\"', '"'))
     assert observed["bmc"] == "on" and observed["bmc_error"] == "" and observed["ssh"] is False
+    # gear_shift_read_power: ipmi_sim has no DCMI power reading; the observation says so and stands
+    assert observed["power_watts"] is None and observed["power_source"] is None
+    assert "offers no DCMI power reading" in observed["power_note"]
     assert PASSWORD not in proc.stdout + proc.stderr

@@ -83,3 +83,52 @@ def test_bad_figures_are_named(figures, words):
 def test_bad_history_lines_are_named(text, words):
     with pytest.raises(EnergyError, match=words):
         read_history([text], "h")
+
+
+# --- measured watts (issue 34) ---------------------------------------------------------------
+from ansible.module_utils.fleetnap import energy as _energy  # noqa: E402
+
+DAY = "2026-11-26T10:00:00+00:00"
+
+
+def test_readings_keep_the_last_five_per_state_and_the_median_is_the_baseline():
+    m = {}
+    for w in (210.0, 190.0, 200.0, 400.0, 205.0, 198.0):
+        m = _energy.add_readings(m, {("web1", "on"): (w, "dcmi")}, DAY)
+    assert m["web1"]["on"]["readings"] == [190.0, 200.0, 400.0, 205.0, 198.0]
+    assert m["web1"]["on"]["watts"] == 200.0 and m["web1"]["on"]["source"] == "dcmi"
+    m = _energy.add_readings(m, {("web1", "unknown"): (50.0, "dcmi"), ("web1", "asleep"): (None, None)}, DAY)
+    assert set(m["web1"]) == {"on"}                      # no state to file it under, no reading
+    assert _energy.check_measured(m, "f") == m
+
+
+def test_measured_figures_replace_the_inventorys_per_state_and_say_so():
+    inventory = {"web1": {"on": 130.0, "asleep": 5.0, "off": 3.0}, "web2": {"on": 120.0, "asleep": 4.0, "off": 2.0}}
+    measured = _energy.add_readings({}, {("web1", "on"): (201.0, "Power"), ("web3", "on"): (99.0, "dcmi")}, DAY)
+    used, sources = _energy.effective_figures(inventory, measured)
+    assert used["web1"] == {"on": 201.0, "asleep": 5.0, "off": 3.0} and used["web2"] == inventory["web2"]
+    assert sources["web1"] == {"on": "measured (Power, 2026-11-26)", "asleep": "inventory", "off": "inventory"}
+    assert "web3" not in used and sources["web3"] == {"on": "measured (dcmi, 2026-11-26)", "asleep": "none",
+                                                      "off": "none"}
+
+
+@pytest.mark.parametrize("doc,words", [
+    ([], "expected host -> state -> reading"),
+    ({"h": {"idle": {}}}, "expected on / asleep / off"),
+    ({"h": {"on": {"watts": 1}}}, "h.on: expected watts, readings, date and source"),
+    ({"h": {"on": {"watts": 1, "readings": [], "date": DAY, "source": "dcmi"}}}, "h.on.readings"),
+    ({"h": {"on": {"watts": 1, "readings": [1e9], "date": DAY, "source": "dcmi"}}}, "h.on.readings"),
+    ({"h": {"on": {"watts": 1, "readings": [True], "date": DAY, "source": "dcmi"}}}, "h.on.readings"),
+    ({"h": {"on": {"watts": 1, "readings": [1] * 6, "date": DAY, "source": "dcmi"}}}, "h.on.readings"),
+    ({"h": {"on": {"watts": 1, "readings": [1], "date": DAY, "source": "guess"}}}, "h.on.source"),
+    ({"h": {"on": {"watts": 1, "readings": [1], "date": "0001-01-01T00:00:00Z", "source": "dcmi"}}}, "h.on.date"),
+])
+def test_a_measured_file_that_is_not_one_is_refused_naming_the_entry(doc, words):
+    with pytest.raises(_energy.EnergyError, match=words.replace(".", r"\.").replace("(", r"\(")):
+        _energy.check_measured(doc, "f")
+
+
+@pytest.mark.parametrize("watts,source", [(float("nan"), "dcmi"), (-1.0, "dcmi"), ("200", "dcmi"), (1.0, "guess")])
+def test_a_reading_that_is_not_watts_is_not_kept(watts, source):
+    with pytest.raises(_energy.EnergyError, match="cannot be kept"):
+        _energy.add_readings({}, {("h", "on"): (watts, source)}, DAY)

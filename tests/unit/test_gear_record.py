@@ -296,3 +296,50 @@ def test_the_record_releases_the_lock_its_playbook_owns_and_no_other(tmp_path):
 def _start_time(pid):
     with open("/proc/%d/stat" % pid) as fh:
         return int(fh.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_measured_watts_are_kept_per_state_and_replace_the_inventory_figures(tmp_path):
+    """The BMC's readings (gear_observe read_power) are kept per host and state (the last five,
+    their median), the energy uses them instead of the inventory's figures, and the page, the
+    result and the metrics say which figure came from where (issue 34)."""
+    plan, _after, actions = shift_down()
+    down = set(plan["down_hosts"])
+    after = {n: dict(h, ssh=n not in down, bmc="on", down_method="suspend", up_methods=["wol"],
+                     bmc_configured=True, power_w=FIG,
+                     power_watts=4.0 if n in down else None, power_source="dcmi" if n in down else None,
+                     power_note="") for n, h in LAB.items()}
+    before = {n: dict(h, ssh=True, bmc="on", down_method="suspend", up_methods=["wol"], bmc_configured=True,
+                      power_w=FIG, power_watts=150.0 + i, power_source="EnvironmentMetrics", power_note="")
+              for i, (n, h) in enumerate(sorted(LAB.items()))}
+    args = _args(tmp_path, plan, None, actions, observed=after, first_observed=before, replicas=3, gmin=1,
+                 measured_file=str(tmp_path / "gear" / "power_measured.json"))
+    del args["after"]
+    res = run_module("gear_record", args)
+    assert res.get("failed") is not True, res
+    kept = json.loads((tmp_path / "gear" / "power_measured.json").read_text())
+    some_down, some_up = sorted(down)[0], sorted(set(LAB) - down)[0]
+    # a host parked: read 'on' before the shift, 'asleep' after it; a host kept on: 'on' only
+    assert set(kept[some_down]) == {"on", "asleep"} and kept[some_down]["asleep"]["readings"] == [4.0]
+    assert kept[some_down]["asleep"]["source"] == "dcmi"
+    assert set(kept[some_up]) == {"on"} and kept[some_up]["on"]["source"] == "EnvironmentMetrics"
+    src = res["energy"]["figure_sources"]
+    assert src[some_down] == {"on": "measured (EnvironmentMetrics, %s)" % kept[some_down]["on"]["date"][:10],
+                              "asleep": "measured (dcmi, %s)" % kept[some_down]["asleep"]["date"][:10],
+                              "off": "inventory"}
+    assert src[some_up]["asleep"] == "inventory"
+    assert str(tmp_path / "gear" / "power_measured.json") in res["written"]
+    text = _valid_gear_metrics(tmp_path / "gear" / "metrics" / "fleetnap_gear.prom")
+    assert 'fleetnap_gear_power_figure_watts{host="%s",source="measured",state="asleep"} 4' % some_down in text
+    assert 'fleetnap_gear_power_figure_watts{host="%s",source="inventory",state="asleep"} 5' % some_up in text
+    # five more shifts: the last five readings kept, their median used
+    for watts in (6.0, 8.0, 10.0, 12.0, 100.0):
+        for n in down:
+            after[n]["power_watts"] = watts
+        assert run_module("gear_record", args).get("failed") is not True
+    kept = json.loads((tmp_path / "gear" / "power_measured.json").read_text())
+    assert kept[some_down]["asleep"]["readings"] == [6.0, 8.0, 10.0, 12.0, 100.0]
+    assert kept[some_down]["asleep"]["watts"] == 10.0
+    # a measured file that is not one is refused before anything is written
+    (tmp_path / "gear" / "power_measured.json").write_text('{"lab1": {"on": {"watts": 1}}}')
+    bad = run_module("gear_record", args)
+    assert bad.get("failed") and "measured power file" in bad["msg"] and "lab1.on" in bad["msg"]

@@ -111,7 +111,8 @@ def test_every_host_observed_and_every_failure_is_a_per_host_observation(greeter
     seen = observe(hosts, 0.5, lambda b: b.status())
     assert seen["up"] == {"ssh": True, "ssh_s": seen["up"]["ssh_s"], "probes": 1, "bmc": "on",
                           "bmc_configured": True, "bmc_read": True, "bmc_error": "",
-                          "bmc_endpoint": "10.0.0.1:623"}
+                          "bmc_endpoint": "10.0.0.1:623", "power_watts": None, "power_source": None,
+                          "power_note": ""}
     assert not seen["asleep"]["ssh"] and seen["asleep"]["bmc"] == "on" and seen["asleep"]["probes"] > 1
     assert not seen["off"]["ssh"] and seen["off"]["bmc"] == "off"
     assert seen["deadbmc"]["ssh"] and seen["deadbmc"]["bmc"] is None
@@ -177,6 +178,29 @@ def test_bmc_read_silent_reads_only_the_bmcs_of_silent_hosts(greeter):
     assert seen["up"]["ssh"] and seen["up"]["bmc"] is None and seen["up"]["bmc_read"] is False
     assert seen["asleep"]["bmc"] == "on" and seen["asleep"]["bmc_read"] is True
     assert seen["off"]["bmc"] == "off"
+
+
+def test_a_power_reading_follows_a_status_read_and_its_failure_is_a_note(greeter):
+    """bmc_power is asked only after a chassis power read that succeeded; a reading that raises
+    is a note on that host, the power state stands (error path: a stand-in BMC)."""
+    hosts = [
+        {"name": "measured", "address": "127.0.0.1", "port": free_port(), "bmc": FakeBmc("on")},
+        {"name": "broken", "address": "127.0.0.1", "port": free_port(), "bmc": FakeBmc("off")},
+        {"name": "unanswered", "address": "127.0.0.1", "port": free_port(), "bmc": FakeBmc(RuntimeError("timeout"))},
+    ]
+
+    def reading(bmc):
+        if bmc.answer == "off":
+            raise RuntimeError("BMC 10.0.0.2:623 did not answer 'dcmi power reading'")
+        return 187.0, "dcmi", None
+
+    seen = observe(hosts, 0.3, lambda b: b.status(), bmc_power=reading)
+    assert seen["measured"]["power_watts"] == 187.0 and seen["measured"]["power_source"] == "dcmi"
+    assert seen["broken"]["bmc"] == "off" and seen["broken"]["power_watts"] is None
+    assert seen["broken"]["power_note"] == "no power reading: BMC 10.0.0.2:623 did not answer 'dcmi power reading'"
+    assert seen["unanswered"]["bmc"] is None and seen["unanswered"]["power_note"] == ""
+    plain = observe(hosts[:1], 0.3, lambda b: b.status())
+    assert plain["measured"]["power_watts"] is None and plain["measured"]["power_note"] == ""
 
 
 def test_a_hosts_own_probe_timeout_shortens_only_its_probe():
