@@ -516,6 +516,9 @@ GEAR_ENERGY = [
     ("power file wrong shape", dict(GE, power_file="{in}/power_w.json"), "power_w.json: h1.asleep: must be watts"),
     ("power file dir missing", dict(GE, power_file="{tmp}/no/such/power_w.json", power_w={"h1": FIG}),
      "the power file's directory {tmp}/no/such does not exist"),
+    ("measured_file relative", dict(GE, measured_file="m.json"), "option measured_file: must be an absolute path"),
+    ("measured file not JSON", dict(GE, measured_file="{in}/m.json"), "m.json is not valid JSON"),
+    ("measured file reading from a guess", dict(GE, measured_file="{in}/m.json"), "h1.on.source: one of dcmi"),
 ]
 
 # gear_record: every file under {tmp} (a wrong acceptance writes there: the hash shows it), the
@@ -529,6 +532,8 @@ _PLAN.update(table=_gs.table(_PLAN["rows"]), power_rows=_gs.power_state_rows(_PL
 GR = {"plan": _PLAN, "after": _PLAN, "actions": [], "started": "2026-11-25T10:00:00+00:00",
       "started_epoch": 1764064800.0, "state_file": "{tmp}/state.json", "history_file": "{tmp}/history.jsonl",
       "power_file": "{tmp}/power_w.json", "metrics_dir": "{tmp}/metrics"}
+_OBS = {n: {"group": h["group"], "rack": "r", "ssh": True, "bmc": None, "down_method": "suspend",
+           "up_methods": ["wol"]} for n, h in _LAB.items()}
 GEAR_RECORD = [
     ("plan without rows", dict(GR, plan={k: v for k, v in _PLAN.items() if k != "rows"}),
      "option plan: needs gear_shift_plan's"),
@@ -573,12 +578,26 @@ GEAR_RECORD = [
                            observed={"lab1": {"group": 1, "ssh": True}}), "option replicas: must be >= 1"),
     ("gmin above replicas", dict({k: v for k, v in GR.items() if k != "after"}, gmin=4,
                                  observed={"lab1": {"group": 1, "ssh": True}}), "gmin must be between 1 and replicas"),
+    ("measured_file with ..", dict(GR, measured_file="{tmp}/../m.json"), "option measured_file: '..' is not allowed"),
+    ("measured file not JSON", dict(GR, measured_file="{in}/m.json"), "m.json is not valid JSON"),
+    ("reading not watts", dict({k: v for k, v in GR.items() if k != "after"}, measured_file="{tmp}/m.json",
+                               observed=dict(_OBS, lab1=dict(_OBS["lab1"], power_watts="lots", power_source="dcmi"))),
+     "lab1: a reading of 'lots' W (on) from 'dcmi' cannot be kept"),
+    ("first_observed reading of 9 GW", dict({k: v for k, v in GR.items() if k != "after"}, measured_file="{tmp}/m.json",
+                                            observed=_OBS,
+                                            first_observed={"lab2": {"ssh": True, "power_watts": 9e9,
+                                                                     "power_source": "dcmi"}}),
+     "lab2: a reading of 9000000000.0 W (on)"),
+    ("first_observed not a dict", dict({k: v for k, v in GR.items() if k != "after"},
+                                       observed={"lab1": {"group": 1, "ssh": True}}, first_observed="lab1"),
+     "first_observed"),
 ]
 PREPARE_GR = {
     "metrics_dir a file": lambda d: _write(d / "plain", "x"),
     "history not JSON": lambda d: _write(d / "history.jsonl", "{gear\n"),
     "power file not JSON": lambda d: _write(d / "power_w.json", "{lab1"),
     "state file a directory": lambda d: (d / "statedir").mkdir(),
+    "measured file not JSON": lambda d: _write(d / "m.json", "{lab1"),
 }
 
 
@@ -740,6 +759,12 @@ for _case in ("power file not JSON", "power file wrong shape"):
         _write(d / "history.jsonl", _GOOD),
         _write(d / "power_w.json", "{h1" if c == "power file not JSON" else
                json.dumps({"h1": {"on": 130, "asleep": "five", "off": 3}}))))(_case)
+PREPARE[("gear_energy", "measured file not JSON")] = lambda d: (_write(d / "history.jsonl", _GOOD),
+                                                               _write(d / "m.json", "{h1"))
+PREPARE[("gear_energy", "measured file reading from a guess")] = lambda d: (
+    _write(d / "history.jsonl", _GOOD),
+    _write(d / "m.json", json.dumps({"h1": {"on": {"watts": 1, "readings": [1], "date": "2026-11-26T10:00:00+00:00",
+                                                   "source": "guess"}}})))
 PREPARE[("gear_shift_plan", "s3 record not JSON")] = lambda d: _write(d / "lab1" / "s3.json", "{ok")
 PREPARE[("gear_shift_plan", "s3 record without ok")] = lambda d: _write(d / "lab1" / "s3.json", '{"cycles": 3}')
 PREPARE[("gear_observe", "state file not JSON")] = lambda d: _write(d / "state.json", "{hosts")
