@@ -21,7 +21,7 @@ import time
 
 from ansible.module_utils.fleetnap import fileio, parse
 from ansible.module_utils.fleetnap.energy import (
-    EnergyError, check_figures, check_measured, daily, effective_figures, read_history, read_text,
+    EnergyError, check_figures, check_measured, daily, effective_figures, parse_time, read_history, read_text,
 )
 from ansible.module_utils.fleetnap.validate import ParamError, ShapeError, shape
 
@@ -290,16 +290,98 @@ def _gear(state, history):
             _e(state.get("gear")), _e(state.get("target_gear")), _e(state.get("result")), _e(state.get("reason")),
             _e(state.get("finished")), _e(state.get("groups_on")), _e(state.get("groups_off")), cells))
     if history:
-        points = [(h.get("finished") or h.get("started") or "", h.get("gear")) for h in history[-200:]]
-        gmax = max([int(g or 0) for _t, g in points] + [1])
-        width, height = 720, 120
-        step = width / max(len(points) - 1, 1)
-        coords = " ".join("%.1f,%.1f" % (i * step, height - (int(g or 0) / float(gmax)) * (height - 10))
-                          for i, (_t, g) in enumerate(points))
-        out.append('<svg width="%d" height="%d" role="img" aria-label="gear history"><polyline points="%s" '
-                   'fill="none" stroke="#2563eb" stroke-width="2"/></svg><p class="missing">%d shifts, from %s to %s</p>'
-                   % (width, height + 4, coords, len(points), _e(points[0][0]), _e(points[-1][0])))
+        out.append(gear_chart(history[-500:]))
     return "".join(out)
+
+
+def _epoch(text):
+    try:
+        return parse_time(text, "finished")
+    except EnergyError:
+        return None
+
+
+def gear_chart(history, width=760, height=220):
+    """An SVG of the gear history: the gear (steps, left axis) and the hosts on and parked after
+    each shift (steps, right axis) against time (UTC, bottom axis), with axis labels, ticks and a
+    legend. Shifts whose end time cannot be read are left out (and counted under the chart)."""
+    points = []
+    for h in history:
+        t = _epoch(h.get("finished") or "")
+        if t is None:
+            continue
+        power = h.get("power") if isinstance(h.get("power"), dict) else {}
+        on = sum(1 for v in power.values() if v == "on")
+        parked = sum(1 for v in power.values() if v in ("asleep", "off"))
+        points.append((t, int(h.get("gear") or 0), on, parked))
+    points.sort()
+    skipped = len(history) - len(points)
+    if not points:
+        return '<p class="missing">no shift with a readable end time</p>'
+    left, right, top, bottom = 56, 56, 14, 40
+    pw, ph = width - left - right, height - top - bottom
+    t0, t1 = points[0][0], max(points[-1][0], points[0][0] + 60)
+    gmax = max([p[1] for p in points] + [1])
+    hmax = max([p[2] + p[3] for p in points] + [1])
+
+    def x(t):
+        return left + (t - t0) / float(t1 - t0) * pw
+
+    def y(v, vmax):
+        return top + ph - v / float(vmax) * ph
+
+    def steps(values, vmax):
+        pts, last = [], None
+        for (t, v) in values:
+            if last is not None:
+                pts.append("%.1f,%.1f" % (x(t), y(last, vmax)))
+            pts.append("%.1f,%.1f" % (x(t), y(v, vmax)))
+            last = v
+        pts.append("%.1f,%.1f" % (left + pw, y(last, vmax)))
+        return " ".join(pts)
+
+    parts = ['<svg width="%d" height="%d" role="img" aria-label="gear history: gear and hosts on and parked over time" '
+             'font-size="11" font-family="system-ui,sans-serif">' % (width, height)]
+    parts.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>' % (left, top, pw, ph))
+    for g in range(0, gmax + 1):
+        parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" '
+                     'text-anchor="end" class="tick-gear">%d</text>' % (left, left + pw, y(g, gmax), y(g, gmax),
+                                                                       left - 6, y(g, gmax) + 4, g))
+    for i in range(0, 5):
+        v = hmax * i / 4.0
+        parts.append('<text x="%d" y="%.1f" class="tick-hosts">%s</text>'
+                     % (left + pw + 6, y(v, hmax) + 4, ("%d" % v) if v == int(v) else ("%.1f" % v)))
+    ticks = 5 if t1 - t0 >= 300 else 2
+    for i in range(ticks):
+        t = t0 + (t1 - t0) * i / float(ticks - 1)
+        parts.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/><text x="%.1f" y="%d" '
+                     'text-anchor="middle" class="tick-time">%s</text>'
+                     % (x(t), x(t), top + ph, top + ph + 4, x(t), top + ph + 16,
+                        time.strftime("%m-%d %H:%M", time.gmtime(t))))
+    parts.append('<text x="%d" y="%d" text-anchor="middle" class="axis-label">time (UTC)</text>'
+                 % (left + pw // 2, height - 4))
+    parts.append('<text transform="translate(14,%d) rotate(-90)" text-anchor="middle" class="axis-label">gear</text>'
+                 % (top + ph // 2))
+    parts.append('<text transform="translate(%d,%d) rotate(90)" text-anchor="middle" class="axis-label">hosts</text>'
+                 % (width - 12, top + ph // 2))
+    parts.append('<polyline points="%s" fill="none" stroke="#16a34a" stroke-width="1.5" class="series-on"/>'
+                 % steps([(p[0], p[2]) for p in points], hmax))
+    parts.append('<polyline points="%s" fill="none" stroke="#9ca3af" stroke-width="1.5" stroke-dasharray="4 3" '
+                 'class="series-parked"/>' % steps([(p[0], p[3]) for p in points], hmax))
+    parts.append('<polyline points="%s" fill="none" stroke="#2563eb" stroke-width="2.5" class="series-gear"/>'
+                 % steps([(p[0], p[1]) for p in points], gmax))
+    legend = (("#2563eb", "gear (left axis)"), ("#16a34a", "hosts on (right axis)"),
+              ("#9ca3af", "hosts parked (right axis)"))
+    for i, (colour, label) in enumerate(legend):
+        lx = left + 8 + i * 190
+        parts.append('<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2.5"/><text x="%d" y="%d" '
+                     'class="legend">%s</text>' % (lx, lx + 18, top + 12, top + 12, colour, lx + 22, top + 16, label))
+    parts.append("</svg>")
+    note = '<p class="missing">%d shifts, from %s to %s (UTC)%s</p>' % (
+        len(points), time.strftime("%Y-%m-%d %H:%M", time.gmtime(points[0][0])),
+        time.strftime("%Y-%m-%d %H:%M", time.gmtime(points[-1][0])),
+        "; %d without a readable end time left out" % skipped if skipped else "")
+    return "".join(parts) + note
 
 
 def _energy(energy):

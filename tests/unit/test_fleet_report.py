@@ -53,7 +53,16 @@ def test_sections_from_inputs(tmp_path):
     text, tags = parsed(page)
     assert "gw1" in text and "C6" in text and "resume 900 ms > budget 0 ms" in text
     assert "&lt;x&gt;" in page and "<x>" not in page
-    assert "3 shifts, from %s to %s" % (times[0], times[2]) in text and "svg" in tags and "polyline" in tags
+    assert "3 shifts, from 2026-11-24 20:00 to 2026-11-25 06:00 (UTC)" in text and "svg" in tags
+    # the gear chart: labelled axes, time ticks, the gear and hosts on/parked as series, a legend
+    for words in ("time (UTC)", "gear", "hosts", "11-24 20:00", "11-25 06:00", "gear (left axis)",
+                  "hosts on (right axis)", "hosts parked (right axis)"):
+        assert words in text, words
+    for series in ("series-gear", "series-on", "series-parked"):
+        assert 'class="%s"' % series in page, series
+    # where the watts came from: lab2's from the inventory (lab1 has none: host-hours only)
+    assert "Watts used per host and state" in text and "0 of 3 figures measured" in text
+    assert "lab2 130.0 W inventory 5.0 W inventory 3.0 W inventory" in text
     # energy: lab2 asleep 22:00-06:00 (2 h on the 24th, 6 h on the 25th) at 125 W less than on
     assert "2026-11-24" in text and "2026-11-25" in text
     assert "In all: 8.0 host-hours parked, 1.00 kWh not spent" in text
@@ -86,3 +95,17 @@ def test_playbook_on_a_project_with_no_artifacts_writes_the_page_naming_the_play
     text, _tags = parsed((artifacts / "report.html").read_text())
     for playbook in ("apply_profile.yml", "measure_resume.yml", "measure_wake_latency.yml", "gear_shift.yml"):
         assert "run playbooks/%s" % playbook in text
+
+
+def test_the_gear_chart_steps_through_each_shift_in_time():
+    from ansible.module_utils.fleetnap.report import gear_chart
+    hist = [{"finished": "2026-11-24T20:00:00+00:00", "gear": 3, "power": {"a": "on", "b": "on", "c": "on"}},
+            {"finished": "2026-11-24T22:00:00+00:00", "gear": 1, "power": {"a": "on", "b": "asleep", "c": "off"}},
+            {"finished": "not a time", "gear": 2, "power": {}}]
+    svg = gear_chart(hist, width=456, height=220)     # plot width 456 - 56 - 56 = 344
+    gear = svg.split('class="series-gear"')[0].rsplit('points="', 1)[1].split('"')[0]
+    # gear 3 at the first shift's end (x 56), a step down to 1 at the second's (x 400): y 14 + 166 - g/3 * 166
+    assert gear == "56.0,14.0 400.0,14.0 400.0,124.7 400.0,124.7"
+    on = svg.split('class="series-on"')[0].rsplit('points="', 1)[1].split('"')[0]
+    assert on.startswith("56.0,14.0 400.0,14.0 400.0,124.7")       # 3 hosts on, then 1 (of 3)
+    assert "1 without a readable end time left out" in svg
