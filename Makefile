@@ -113,7 +113,11 @@ test: setup
 
 # All three jobs on the lab: plan and apply latency profiles, measure suspend/resume on every
 # guest, apply again so the S3 decisions use the measurements, shift the lab down a gear (a
-# group drained and parked) and back up, and end with the fleet report.
+# group drained and parked) and back up, the C-state gate on a few simulated hosts (real
+# machines' cpuidle), and end with the fleet report.
+DEMO_SIM_HOSTS ?= 8
+DEMO_SIM_PROFILE := {"fleetnap_profile": "realtime", "fleetnap_profiles": {"realtime": {"budget_us": 20, \
+  "resume_budget_ms": 0, "declared_margin": 2.0, "pm_qos": true, "sleep_fallback": "none"}}}
 demo: setup lab-up
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml --check --diff
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
@@ -121,6 +125,12 @@ demo: setup lab-up
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/apply_profile.yml
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear_shift_gear=2
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/gear_shift.yml -e gear_shift_gear=3
+	@# The lab's TCG guests have no cpuidle driver: the C-state gate is shown on simulated hosts that
+	@# present real machines' cpuidle (tests/data/cpuidle), with the lab's strictest profile.
+	$(MAKE) --no-print-directory sim-up SIM_HOSTS=$(DEMO_SIM_HOSTS)
+	$(BIN)/ansible-playbook -i inventories/sim playbooks/apply_profile.yml -e fleetnap_decisions_file=decisions-sim.json \
+	  -e fleetnap_artifacts_dir=$(CURDIR)/$(ARTIFACTS) -e '$(DEMO_SIM_PROFILE)'
+	$(MAKE) --no-print-directory sim-down
 	$(BIN)/ansible-playbook -i inventories/lab playbooks/fleet_report.yml
 	@echo; echo "Report: $(CURDIR)/$(ARTIFACTS)/report.html (the fleet report: profiles, resume, gear shifts;"; \
 	echo "open in a browser)"; \

@@ -158,9 +158,9 @@ def gather(artifacts, until=None):
     (a report built around it would show wrong numbers or none)."""
     data = {"profile": None, "resume": None, "wake_latency": {}, "gear": None, "gear_history": [], "energy": None}
     _ROOT["artifacts"] = artifacts
-    path = os.path.join(artifacts, "profile", "decisions.json")
-    if os.path.lexists(path):
-        data["profile"] = check_profile(_load(path), path)
+    # decisions.json, and decisions-NAME.json of other fleets (make demo: the simulated hosts)
+    for path in sorted(glob.glob(os.path.join(artifacts, "profile", "decisions*.json"))):
+        data["profile"] = dict(data["profile"] or {}, **check_profile(_load(path), path))
     path = os.path.join(artifacts, "resume", "summary.json")
     if os.path.lexists(path):
         data["resume"] = check_resume(_load(path), path)
@@ -222,16 +222,32 @@ def _profile(decisions):
     if not decisions:
         return _missing("Latency profiles", "apply_profile.yml")
     rows = []
+    without = []
     for host in sorted(decisions):
         d = decisions[host] or {}
         states = d.get("states") or []
-        cells = " ".join('<span class="%s" title="%s">%s</span>' % (
-            "ok" if s.get("allowed") else "no", _e(s.get("reason")), _e(s.get("name"))) for s in states)
+        if not states:
+            without.append(host)
+        cells = " ".join('<span class="%s" title="%s">%s&nbsp;%s</span>' % (
+            "ok" if s.get("allowed") else "no", _e(s.get("reason")), _e(s.get("name")),
+            _e(_latency(s.get("effective_us")))) for s in states)
         rows.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-            _e(host), _e(d.get("budget_us") if d.get("budget_us") is not None else "none"), cells or "(no cpuidle)",
+            _e(host), _e(d.get("budget_us") if d.get("budget_us") is not None else "none"), cells or "(no cpuidle driver)",
             _e(d.get("sleep") or "unmanaged"), _e(d.get("sleep_reason"))))
-    return ("<table><tr><th>host</th><th>budget (µs)</th><th>C-states (green allowed, red disabled)</th>"
-            "<th>sleep</th><th>why</th></tr>%s</table>" % "".join(rows))
+    note = ""
+    if without:
+        note = ('<p class="missing">%d host(s) have no cpuidle driver (%s): no C-state to gate. The lab\'s QEMU '
+                "guests run under TCG, which offers none; the simulated hosts of <code>make demo</code> present "
+                "real machines' cpuidle (tests/data/cpuidle).</p>" % (len(without), _e(", ".join(without[:12]))))
+    return ("<table><tr><th>host</th><th>budget (µs)</th><th>C-states with the exit latency that decided "
+            "(green allowed, red disabled)</th><th>sleep</th><th>why</th></tr>%s</table>%s" % ("".join(rows), note))
+
+
+def _latency(us):
+    """A state's deciding exit latency (measured, else declared x margin), or '' when unknown."""
+    if isinstance(us, bool) or not isinstance(us, (int, float)):
+        return ""
+    return "%g µs" % us
 
 
 def _resume(summary):

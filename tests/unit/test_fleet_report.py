@@ -109,3 +109,43 @@ def test_the_gear_chart_steps_through_each_shift_in_time():
     on = svg.split('class="series-on"')[0].rsplit('points="', 1)[1].split('"')[0]
     assert on.startswith("56.0,14.0 400.0,14.0 400.0,124.7")       # 3 hosts on, then 1 (of 3)
     assert "1 without a readable end time left out" in svg
+
+
+def test_the_demos_report_in_headless_chromium_has_every_section(tmp_path):
+    """The page make demo ends with, as a browser renders it: the C-state decisions of simulated
+    hosts (tests/golden/demo-decisions-sim.json: apply_profile.yml's decisions-sim.json from the
+    demo's simulated hosts) beside a lab guest without cpuidle, the gear chart with its axes, and
+    the energy with where its watts came from (sections checked in the DOM Chromium built, the
+    chart's series colour in its screenshot)."""
+    import shutil
+    from screenshots import png_pixels, screenshot
+    if not shutil.which("chromium"):
+        pytest.skip("needs chromium (Debian package chromium; make setup installs it)")
+    art = tmp_path / "artifacts"
+    (art / "profile").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "golden" / "demo-decisions-sim.json", art / "profile" / "decisions-sim.json")
+    (art / "profile" / "decisions.json").write_text(json.dumps({"lab1": {
+        "budget_us": 200, "states": [], "sleep": "deep", "sleep_reason": "resume 1702 ms <= budget 3000 ms"}}))
+    (art / "gear").mkdir()
+    times = ["2026-11-24T20:00:00+00:00", "2026-11-24T22:00:00+00:00", "2026-11-25T06:00:00+00:00"]
+    power = [{"lab1": "on", "lab2": "on"}, {"lab1": "on", "lab2": "asleep"}, {"lab1": "on", "lab2": "on"}]
+    (art / "gear/history.jsonl").write_text("\n".join(json.dumps({"finished": t, "gear": g, "power": p})
+                                                        for t, g, p in zip(times, [3, 1, 3], power)) + "\n")
+    (art / "gear/power_w.json").write_text(json.dumps({"lab2": {"on": 130, "asleep": 5, "off": 3}}))
+    page = art / "report.html"
+    page.write_text(render(gather(str(art), until=1795590000.0)))
+    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          "--user-data-dir=%s" % (tmp_path / "profile-dom"), page.resolve().as_uri()],
+                         capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=str(tmp_path))).stdout
+    text, _tags = parsed(dom)
+    sim = json.loads((REPO / "tests" / "golden" / "demo-decisions-sim.json").read_text())
+    some = sorted(sim)[0]
+    deciding = [s for s in sim[some]["states"] if not s["allowed"]][0]
+    assert "%s %g µs" % (deciding["name"], deciding["effective_us"]) in text.replace("\xa0", " ")
+    assert "1 host(s) have no cpuidle driver (lab1)" in text
+    for words in ("time (UTC)", "gear (left axis)", "hosts parked (right axis)", "Watts used per host and state",
+                  "kWh not spent"):
+        assert words in text, words
+    png = screenshot(page, tmp_path / "report.png", tmp_path, size=(1300, 2400))
+    _w, _h, colours = png_pixels(png)
+    assert bytes((0x25, 0x63, 0xeb)) in colours     # the gear series, drawn
