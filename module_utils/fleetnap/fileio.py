@@ -84,8 +84,47 @@ def _size_text(n):
     return "%d MiB" % (n // (1024 * 1024)) if n >= 1024 * 1024 else "%d KiB" % (n // 1024) if n >= 1024 else "%d bytes" % n
 
 
+# Resolved directories, each with the (device, inode) it had: a sysfs tree reads thousands of
+# files in a few hundred directories, and os.path.realpath walks every component of every path
+# (one lstat each). A cached directory is used only while the path still leads to the same
+# directory (a directory has one inode and no hard links, so the same inode is the same place);
+# the leaf is examined on every call, and a read still checks the opened descriptor's own path.
+_RESOLVED = {}
+
+
+def _real_dir(directory):
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return os.path.realpath(directory)
+    key = (st.st_dev, st.st_ino)
+    hit = _RESOLVED.get(directory)
+    if hit is not None and hit[1] == key:
+        return hit[0]
+    real = os.path.realpath(directory)
+    if len(_RESOLVED) > 65536:
+        _RESOLVED.clear()
+    _RESOLVED[directory] = (real, key)
+    return real
+
+
+def _realpath(path):
+    """os.path.realpath(path), the directory part from the cache above."""
+    directory, leaf = os.path.split(path)
+    if not directory or leaf in ("", ".", "..") or not os.path.isabs(path):
+        return os.path.realpath(path)
+    real_dir = _real_dir(directory)
+    candidate = os.path.join(real_dir, leaf)
+    try:
+        if not stat.S_ISLNK(os.lstat(candidate).st_mode):
+            return candidate
+    except OSError:
+        return candidate
+    return os.path.realpath(candidate)
+
+
 def real_root(root):
-    return os.path.realpath(root or "/")
+    return _realpath(root or "/") if (root or "/") != "/" else "/"
 
 
 def inside(root_real, real):
@@ -97,7 +136,7 @@ def resolve(root, path, shown=None):
     """The resolved real path of ``path`` (already joined under ``root``), refusing one that
     leaves the root through a link or '..'."""
     root_real = real_root(root)
-    real = os.path.realpath(path)
+    real = _realpath(path)
     if not inside(root_real, real):
         raise UnsafeFileError("%s leaves the root %s (it resolves to %s): a link out of the root is not followed"
                               % (shown or path, root_real, real))
