@@ -112,6 +112,38 @@ def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path
     return result
 
 
+def run_batch(calls: list, book_dir: Path, timeout: int = 900) -> list:
+    """Many module runs as ONE ansible-playbook (a task per call, in order, each ignore_errors):
+    what a sequence of run_module calls checks, at the cost of one Ansible start instead of one
+    per call. A call is {"module": name, "args": {...}, "check": bool, "diff": bool}, or
+    {"command": [argv]} (a plain command task between module runs, for example a copy of a tree
+    to look at afterwards). Returns a ModuleResult per call."""
+    tasks = []
+    for i, call in enumerate(calls):
+        if "command" in call:
+            tasks.append({"name": "%04d command" % i, "ansible.builtin.command": {"argv": call["command"]},
+                          "ignore_errors": True, "check_mode": False})
+            continue
+        tasks.append({"name": "%04d %s" % (i, call["module"]), call["module"]: call.get("args") or {},
+                      "check_mode": bool(call.get("check")), "diff": bool(call.get("diff")), "ignore_errors": True})
+    book_dir.mkdir(parents=True, exist_ok=True)
+    book = book_dir / "batch.yml"
+    book.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}], indent=1))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json")
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-M", str(REPO / "library"), "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON,
+                           str(book)], capture_output=True, text=True, env=env, cwd=str(REPO), timeout=timeout)
+    try:
+        ran = json.loads(proc.stdout[proc.stdout.find("{"):])["plays"][0]["tasks"]
+    except (ValueError, KeyError, IndexError):
+        raise AssertionError("ansible-playbook produced no report (rc=%d)\nstdout:\n%s\nstderr:\n%s"
+                             % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    assert len(ran) == len(calls), "%d of %d calls ran\n%s" % (len(ran), len(calls), proc.stderr[-3000:])
+    return [ModuleResult(t["hosts"]["localhost"]) for t in ran]
+
+
 @pytest.fixture
 def module_runner(tmp_path):
     def _run(name, args, **kw):

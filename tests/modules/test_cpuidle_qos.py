@@ -2,11 +2,12 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 import hostile
-from conftest import dataset_names, materialize, snapshot_tree
+from conftest import dataset_names, materialize, run_batch, snapshot_tree
 from datasets import disabled_on_disk, expected_disabled, raw_states, thesis_measurements
 
 
@@ -15,37 +16,84 @@ def qos(module_runner, root, check=False, diff=False, **args):
     return module_runner("cpuidle_qos", args, check=check, diff=diff)
 
 
+# Every captured machine's runs go through one ansible-playbook (conftest.run_batch: a task per
+# module call) instead of an ansible start per call; each machine keeps its own test and verdict.
+# Between the module runs, plain commands look at the tree: the files changed since a marker made
+# before the playbook (check mode must change none), and every disable file set to 1.
+_EVERY: dict = {}
+
+
+def look(root, marker=None):
+    """A command task: the files under root changed since marker, or every disable file that is 1."""
+    if marker:
+        return {"command": ["find", str(root), "-newer", str(marker), "-not", "-path", str(marker)]}
+    return {"command": ["grep", "-rlx", "--include=disable", "1", str(root / "sys/devices/system/cpu")]}
+
+
+def disabled_in(listing, root):
+    """{(cpu, state index)} from look(root)'s list of disable files that read 1."""
+    got = set()
+    for line in listing.splitlines():
+        rel = Path(line).relative_to(root / "sys/devices/system/cpu")
+        got.add((int(rel.parts[0][3:]), int(rel.parts[2][5:])))
+    return got
+
+
+def every_machine(tmp_path_factory):
+    if _EVERY:
+        return _EVERY
+    base = tmp_path_factory.mktemp("every-machine")
+    calls, roots = [], {}
+    for dataset in dataset_names():
+        root = materialize(dataset, base / dataset)
+        marker = base / ("%s.marker" % dataset)
+        r = {"root": root, "pristine": snapshot_tree(root / "sys"), "first": len(calls)}
+        marker.write_text("before the playbook\n")
+        roots[dataset] = r
+        args = {"sysfs_root": str(root), "max_latency_us": 20}
+        calls += [{"module": "cpuidle_qos", "args": args, "check": True, "diff": True}, look(root, marker),
+                  {"module": "cpuidle_qos", "args": args}, look(root),
+                  {"module": "cpuidle_qos", "args": args},
+                  {"module": "cpuidle_qos", "args": {"sysfs_root": str(root), "state": "absent"}}]
+    results = run_batch(calls, base)
+    for dataset, r in roots.items():
+        r["results"] = results[r["first"]:r["first"] + 6]
+    _EVERY.update(roots)
+    return _EVERY
+
+
 @pytest.mark.parametrize("dataset", dataset_names())
-def test_budget_on_every_machine(dataset, tmp_path, module_runner):
-    root = materialize(dataset, tmp_path / "root")
-    pristine = snapshot_tree(root / "sys")
-    # Check mode first: the plan for 20 us, nothing written.
-    res = qos(module_runner, root, check=True, diff=True, max_latency_us=20)
-    assert not res.failed, res.get("msg")
-    assert res.changed == bool(expected_disabled(dataset, 20))
-    assert snapshot_tree(root / "sys") == pristine
-    assert not (root / "var/lib/fleetnap").exists()
+def test_budget_on_every_machine(dataset, tmp_path_factory):
+    r = every_machine(tmp_path_factory)[dataset]
+    planned, changed_by_plan, applied, disabled, again, absent = r["results"]
+    # Check mode: the plan for 20 us, nothing written.
+    assert not planned.failed, planned.get("msg")
+    assert planned.changed == bool(expected_disabled(dataset, 20))
+    assert changed_by_plan["rc"] == 0 and changed_by_plan["stdout"] == "", changed_by_plan["stdout"][:500]
     # Apply, checked file by file on every CPU; a second run changes nothing.
-    res = qos(module_runner, root, max_latency_us=20)
-    assert not res.failed, res.get("msg")
-    assert disabled_on_disk(root, dataset) == expected_disabled(dataset, 20)
-    again = qos(module_runner, root, max_latency_us=20)
+    assert not applied.failed, applied.get("msg")
+    assert disabled_in(disabled["stdout"], r["root"]) == expected_disabled(dataset, 20)
     assert not again.changed and again["writes"] == 0
     # absent restores the capture exactly (a machine the budget did not touch has no record).
-    res = qos(module_runner, root, state="absent")
-    assert res.changed == res["restored"] == bool(expected_disabled(dataset, 20))
-    assert snapshot_tree(root / "sys") == pristine
+    assert absent.changed == absent["restored"] == bool(expected_disabled(dataset, 20))
+    assert snapshot_tree(r["root"] / "sys") == r["pristine"]
 
 
 @pytest.mark.parametrize("dataset", ["ivbep1", "spr1", "rome0", "lnl0"])
-def test_budget_sequence(dataset, tmp_path, module_runner):
-    """Budgets changed in a row (server and client, Intel and AMD): each one exact, each idempotent."""
+def test_budget_sequence(dataset, tmp_path):
+    """Budgets changed in a row (server and client, Intel and AMD): each one exact, each
+    idempotent. One playbook: each budget applied, the disable files read, applied again."""
     root = materialize(dataset, tmp_path / "root")
-    for budget in (100, 2, 50, None):
-        res = qos(module_runner, root, max_latency_us=budget, declared_latency_margin=1.5)
+    budgets = (100, 2, 50, None)
+    calls = []
+    for budget in budgets:
+        args = {"sysfs_root": str(root), "max_latency_us": budget, "declared_latency_margin": 1.5}
+        calls += [{"module": "cpuidle_qos", "args": args}, look(root), {"module": "cpuidle_qos", "args": args}]
+    results = run_batch(calls, tmp_path)
+    for i, budget in enumerate(budgets):
+        res, disabled, again = results[3 * i:3 * i + 3]
         assert not res.failed, res.get("msg")
-        assert disabled_on_disk(root, dataset) == expected_disabled(dataset, budget, margin=1.5), budget
-        again = qos(module_runner, root, max_latency_us=budget, declared_latency_margin=1.5)
+        assert disabled_in(disabled.get("stdout", ""), root) == expected_disabled(dataset, budget, margin=1.5), budget
         assert not again.changed, budget
 
 
@@ -60,29 +108,38 @@ def test_diff_shows_what_would_change(tmp_path, module_runner):
     assert res["diff"]["after"]["pm_qos_resume_latency_us"] == {"0": 15, "1": 15, "2": 15, "3": 15}
 
 
-def test_thesis_measurements_through_ansible(tmp_path, module_runner):
-    """The thesis's measured maxima vs the driver's declared values, decided side by side."""
+def test_thesis_measurements_through_ansible(tmp_path):
+    """The thesis's measured maxima vs the driver's declared values, decided side by side (one
+    playbook for every run)."""
     thesis = thesis_measurements()
+    calls, cases = [], []
     for dataset in ("ivbep1", "hswep0", "bdwep0"):
         measured = {state: m for state, (_d, m) in thesis[dataset].items()}
         for budget in (10, 20, 50, 100):
             root = materialize(dataset, tmp_path / ("%s-%d" % (dataset, budget)))
-            declared = qos(module_runner, root, check=True, max_latency_us=budget)
-            res = qos(module_runner, root, max_latency_us=budget, measured_latency_us=measured)
-            assert not res.failed, res.get("msg")
-            assert disabled_on_disk(root, dataset) == expected_disabled(dataset, budget, measured=measured)
-            by_meas = {s["name"]: s for s in res["states"]}
-            by_decl = {s["name"]: s for s in declared["states"]}
-            for state, m in measured.items():
-                assert by_meas[state]["allowed"] == (m <= budget)
-                assert by_meas[state]["measured_us"] == pytest.approx(m)
-                assert by_decl[state]["allowed"] == (by_decl[state]["declared_us"] <= budget)
+            cases.append((dataset, budget, measured, root))
+            calls += [{"module": "cpuidle_qos", "args": {"sysfs_root": str(root), "max_latency_us": budget},
+                       "check": True},
+                      {"module": "cpuidle_qos", "args": {"sysfs_root": str(root), "max_latency_us": budget,
+                                                         "measured_latency_us": measured}}]
     # The headline: at 20 us Ivy Bridge's C1E (declared 10, measured 21.8) is kept by the
     # driver's numbers and disabled by the measurement.
-    root = materialize("ivbep1", tmp_path / "headline")
-    measured = {state: m for state, (_d, m) in thesis["ivbep1"].items()}
-    res = qos(module_runner, root, max_latency_us=20, measured_latency_us=measured)
-    c1e = next(s for s in res["states"] if s["name"] == "C1E")
+    headline = materialize("ivbep1", tmp_path / "headline")
+    ivb = {state: m for state, (_d, m) in thesis["ivbep1"].items()}
+    calls.append({"module": "cpuidle_qos", "args": {"sysfs_root": str(headline), "max_latency_us": 20,
+                                                    "measured_latency_us": ivb}})
+    results = run_batch(calls, tmp_path / "batch")
+    for i, (dataset, budget, measured, root) in enumerate(cases):
+        declared, res = results[2 * i:2 * i + 2]
+        assert not res.failed, res.get("msg")
+        assert disabled_on_disk(root, dataset) == expected_disabled(dataset, budget, measured=measured)
+        by_meas = {s["name"]: s for s in res["states"]}
+        by_decl = {s["name"]: s for s in declared["states"]}
+        for state, m in measured.items():
+            assert by_meas[state]["allowed"] == (m <= budget)
+            assert by_meas[state]["measured_us"] == pytest.approx(m)
+            assert by_decl[state]["allowed"] == (by_decl[state]["declared_us"] <= budget)
+    c1e = next(s for s in results[-1]["states"] if s["name"] == "C1E")
     assert c1e["declared_us"] == 10 and not c1e["allowed"] and "measured 21.765 us > budget 20 us" == c1e["reason"]
 
 
