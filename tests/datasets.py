@@ -6,6 +6,7 @@ import csv
 import functools
 import re
 from collections import defaultdict
+from pathlib import Path
 
 from conftest import CPUIDLE_DATA, DATA
 
@@ -47,6 +48,17 @@ def disabled_on_disk(root, dataset):
             f = root / ("sys/devices/system/cpu/cpu%d/cpuidle/state%d/disable" % (cpu, index))
             if f.read_text().strip() == "1":
                 got.add((cpu, index))
+    return got
+
+
+def disabled_in(listing, root):
+    """{(cpu, state index)} from a list of disable files that read 1 (``grep -rlx 1`` over the
+    tree's cpu directory, run between module runs of one playbook)."""
+    got = set()
+    base = Path(root) / "sys/devices/system/cpu"
+    for line in listing.splitlines():
+        rel = Path(line).relative_to(base)
+        got.add((int(rel.parts[0][3:]), int(rel.parts[2][5:])))
     return got
 
 

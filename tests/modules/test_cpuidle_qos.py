@@ -2,13 +2,12 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 import hostile
 from conftest import dataset_names, materialize, run_batch, snapshot_tree
-from datasets import disabled_on_disk, expected_disabled, raw_states, thesis_measurements
+from datasets import disabled_in, disabled_on_disk, expected_disabled, raw_states, thesis_measurements
 
 
 def qos(module_runner, root, check=False, diff=False, **args):
@@ -28,15 +27,6 @@ def look(root, marker=None):
     if marker:
         return {"command": ["find", str(root), "-newer", str(marker), "-not", "-path", str(marker)]}
     return {"command": ["grep", "-rlx", "--include=disable", "1", str(root / "sys/devices/system/cpu")]}
-
-
-def disabled_in(listing, root):
-    """{(cpu, state index)} from look(root)'s list of disable files that read 1."""
-    got = set()
-    for line in listing.splitlines():
-        rel = Path(line).relative_to(root / "sys/devices/system/cpu")
-        got.add((int(rel.parts[0][3:]), int(rel.parts[2][5:])))
-    return got
 
 
 def every_machine(tmp_path_factory):

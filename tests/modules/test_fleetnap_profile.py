@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from conftest import materialize, snapshot_tree
-from datasets import disabled_on_disk, expected_disabled
+from conftest import materialize, run_batch, snapshot_tree
+from datasets import disabled_in, disabled_on_disk, expected_disabled
 
 FACT = "etc/ansible/facts.d/fleetnap.fact"
 TARGETS = ["hibernate.target", "hybrid-sleep.target", "sleep.target", "suspend-then-hibernate.target",
@@ -39,30 +39,36 @@ def profile(module_runner, root, check=False, diff=False, **args):
     ("spr1", 2, 0, "s2idle"),     # budget 0 ms, nothing measured: S3 not allowed
     ("rome0", 50, None, "deep"),
 ])
-def test_same_end_state_as_the_two_modules(dataset, budget, resume_budget, want_sleep, tmp_path, module_runner):
+def test_same_end_state_as_the_two_modules(dataset, budget, resume_budget, want_sleep, tmp_path):
+    """One playbook (conftest.run_batch): fleetnap_profile on one copy, the two modules by hand on
+    the other, the copies compared by diff -r, then again (idempotent) and absent (restored)."""
     one = machine(tmp_path / "one", dataset)
     two = machine(tmp_path / "two", dataset)
     pristine = snapshot_tree(one / "sys")
-    args = {"cstates": {"max_latency_us": budget, "declared_latency_margin": 1.5},
+    args = {"sysfs_root": str(one), "cstates": {"max_latency_us": budget, "declared_latency_margin": 1.5},
             "sleep": {"resume_budget_ms": resume_budget}}
-    res = profile(module_runner, one, **args)
+    res, disabled, gate, sleep, same, again, absent = run_batch([
+        {"module": "fleetnap_profile", "args": args},
+        {"command": ["grep", "-rlx", "--include=disable", "1", str(one / "sys/devices/system/cpu")]},
+        {"module": "cpuidle_qos", "args": {"max_latency_us": budget, "declared_latency_margin": 1.5,
+                                            "sysfs_root": str(two)}},
+        {"module": "sleep_policy", "args": {"allow": want_sleep, "sysfs_root": str(two)}},
+        {"command": ["diff", "-r", str(one), str(two)]},
+        {"module": "fleetnap_profile", "args": args},
+        {"module": "fleetnap_profile", "args": {"sysfs_root": str(one), "state": "absent"}},
+    ], tmp_path / "batch")
     assert not res.failed, res.get("msg")
     assert res.changed and res["sleep"] == want_sleep
-    assert disabled_on_disk(one, dataset) == expected_disabled(dataset, budget, margin=1.5)
-    # The two modules by hand, on the other copy.
-    gate = module_runner("cpuidle_qos", {"max_latency_us": budget, "declared_latency_margin": 1.5,
-                                          "sysfs_root": str(two)})
-    sleep = module_runner("sleep_policy", {"allow": want_sleep, "sysfs_root": str(two)})
+    assert disabled_in(disabled.get("stdout", ""), one) == expected_disabled(dataset, budget, margin=1.5)
+    # The two modules by hand, on the other copy: the same tree.
     assert not gate.failed and not sleep.failed
-    assert snapshot_tree(one) == snapshot_tree(two)
+    assert same["rc"] == 0, same.get("stdout", "")[:2000]
     assert res["states"] == gate["states"] and res["cstates"]["writes"] == gate["writes"]
     assert res["disabled_states"] == [s["name"] for s in gate["states"] if not s["allowed"]]
     assert res["sleep_policy"]["mem_sleep"] == sleep["mem_sleep"]
     # Idempotent; absent restores the capture.
-    again = profile(module_runner, one, **args)
     assert not again.changed and again["cstates"]["writes"] == 0
-    res = profile(module_runner, one, state="absent")
-    assert res.changed and res["sleep"] is None and res["states"] == []
+    assert absent.changed and absent["sleep"] is None and absent["states"] == []
     restored = snapshot_tree(one / "sys")
     # A prepared tree holds the word written, the kernel would show "s2idle [deep]" again.
     assert restored.pop("power/mem_sleep") in (b"deep", pristine.pop("power/mem_sleep"))
