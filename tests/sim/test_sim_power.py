@@ -13,6 +13,7 @@ import functools
 import ipaddress
 import json
 import os
+import shlex
 import socket
 import subprocess
 import time
@@ -347,3 +348,43 @@ def test_down_stops_every_bmc_and_power_program(psim):
             assert not any(d in cmd for d in dirs), cmd
     assert not any(Path(d).exists() for d in dirs)
 
+
+
+def test_a_host_without_s3_is_parked_by_soft_off_and_a_long_sleep_moves_on_to_power_off(psim, tmp_path):
+    """Two claims of docs/gear_shifts.md, each failing without its feature (issue 34):
+    - a host whose kernel offers no S3 (its mem_sleep has no deep) is parked by soft-off through
+      its BMC in a shift left to decide (fleetnap_down_method auto): the host's own check says
+      "no S3" (exit 4) and gear_wave falls back to the BMC, while its group peer goes to S3;
+    - the second tier: a host asleep by plan for longer than gear_shift_park_off_after_h is
+      powered off by its BMC in the next shift, and a shift back up wakes both."""
+    from datetime import date
+    from ansible.module_utils.fleetnap.gear import groups_for
+    gear = tmp_path / "gear"
+    hosts = psim.hosts()
+    shift = functools.partial(shift_to, psim, gear)
+    _on, off_groups = groups_for(2, 3, date.today())
+    going = sorted((n for n in hosts if hosts[n]["gear_group"] in off_groups), key=lambda n: int(n[len(NAME):]))
+    assert len(going) == 2, going
+    no_s3, peer = going
+    kept = ssh(psim, no_s3, "cat /sys/power/mem_sleep").stdout
+    assert ssh(psim, no_s3, "printf '[s2idle]\\n' > /sys/power/mem_sleep").returncode == 0
+    try:
+        st = shift("-e", "gear_shift_gear=2")
+        assert last(psim, no_s3)["state"] == "off" and last(psim, no_s3)["why"].startswith("BMC soft off"), \
+            psim.power_log(no_s3)[-3:]
+        assert last(psim, peer)["state"] == "S3"
+        acts = {a["host"]: a for a in st["actions"]}
+        assert acts[no_s3]["ok"] and "no S3" in json.dumps(acts[no_s3]), acts[no_s3]
+        assert st["hosts"][no_s3]["state"] == "off" and st["hosts"][peer]["state"] == "asleep"
+        # the second tier: the peer asleep longer than the limit (a second here) is powered off
+        time.sleep(1.5)
+        st = shift("-e", "gear_shift_gear=2", "-e", "gear_shift_park_off_after_h=0.0002")
+        assert last(psim, peer)["state"] == "off" and last(psim, peer)["why"] == "BMC power off", \
+            psim.power_log(peer)[-3:]
+        assert "moved on to power-off" in json.dumps(st), st["actions"]
+        assert st["hosts"][peer]["state"] == "off"
+        shift("-e", "gear_shift_gear=3")
+        for n in going:
+            assert last(psim, n)["state"] == "on" and answers(hosts[n]["ip"]), psim.power_log(n)[-3:]
+    finally:
+        ssh(psim, no_s3, "printf '%%s\\n' %s > /sys/power/mem_sleep" % shlex.quote(kept.strip()))
