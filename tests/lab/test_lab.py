@@ -261,6 +261,7 @@ def _assert_s3_cycle_in_dmesg(lab, name: str, before: int) -> None:
     assert re.search(r"PM: .*returned 0 after \d+ usecs", text)
 
 
+@pytest.mark.lab_self   # the lab's own fidelity: make test-lab-self, not CI (issue 34's room)
 def test_s3_suspend_and_wake_by_wakeonlan_broadcast(lab, restore):
     restore.append("lab1")
     mac = lab["lab1"]["wol_mac"]
@@ -299,6 +300,7 @@ def test_s3_wake_by_ansible_wake_on_lan_module_unicast_port_7(lab, restore):
     assert all(e["port"] == 7 and e["source"].startswith("127.0.0.1:") for e in entries)
 
 
+@pytest.mark.lab_self   # the lab's own fidelity: make test-lab-self, not CI (issue 34's room)
 def test_s3_wake_by_etherwake_on_loopback(lab, restore):
     restore.append("lab2")
     mac = lab["lab2"]["wol_mac"]
@@ -310,6 +312,7 @@ def test_s3_wake_by_etherwake_on_loopback(lab, restore):
     assert woke and woke[0]["transport"] == "ether" and woke[0]["method"] == "qmp-system_wakeup"
 
 
+@pytest.mark.lab_self   # the lab's own fidelity: make test-lab-self, not CI (issue 34's room)
 def test_magic_packet_powers_on_a_guest_that_is_off(lab, restore):
     restore.append("lab4")
     h = lab["lab4"]
@@ -328,6 +331,7 @@ def test_magic_packet_powers_on_a_guest_that_is_off(lab, restore):
 # IPMI power control (lab5, lab6)
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.lab_self   # the lab's own fidelity: make test-lab-self, not CI (issue 34's room)
 def test_ipmitool_power_status_off_on_changes_the_real_guest(lab, restore):
     restore.append("lab5")
     # exactly the documented command line (no -C: ipmitool negotiates the cipher suite itself)
@@ -347,6 +351,7 @@ def test_ipmitool_power_status_off_on_changes_the_real_guest(lab, restore):
     assert lab.ipmitool("lab5", "chassis", "power", "status").stdout.strip() == "Chassis Power is on"
 
 
+@pytest.mark.lab_self   # the lab's own fidelity: make test-lab-self, not CI (issue 34's room)
 def test_guest_killed_from_outside_is_reported_off_by_its_bmc(lab, restore):
     restore.append("lab6")
     pid = lab.qemu_pid("lab6")
@@ -361,6 +366,7 @@ def test_guest_killed_from_outside_is_reported_off_by_its_bmc(lab, restore):
     lab.wait_ssh("lab6", 240)
 
 
+@pytest.mark.lab_self   # the lab's own fidelity: make test-lab-self, not CI (issue 34's room)
 def test_chassis_power_soft_shuts_the_guest_down_cleanly(lab, restore):
     restore.append("lab6")
     lab.wait_ssh("lab6", 240)

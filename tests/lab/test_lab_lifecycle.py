@@ -15,7 +15,7 @@ import pytest
 
 from labtools import labctl, run_labctl
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.lab_self]   # make test-lab-self, not CI
 
 
 def _procs_mentioning(text: str) -> list[int]:
