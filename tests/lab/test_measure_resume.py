@@ -35,9 +35,12 @@ def labctl(*args):
                    text=True, timeout=120)
 
 
-def test_two_cycles_on_every_guest(lab, restore, tmp_path):
+def test_two_cycles_on_three_guests(lab, restore, tmp_path):
+    """Two cycles on lab1-lab3 at once (lab1 with a profile applied, lab2 whose policy selected
+    s2idle). Three guests, not six: six TCG guests suspending at once on 2 cores took 600 s of
+    CI's budget; test_failing_hosts_are_reported_and_the_rest_measured measures the others."""
     results = tmp_path / "resume"
-    hosts = sorted(lab.hosts)
+    hosts = ["lab1", "lab2", "lab3"]
     restore.extend(hosts)  # whatever happens, every guest is running again afterwards
     for name in hosts:
         lab.ssh(name, "echo 0 > /sys/power/pm_print_times && echo deep > /sys/power/mem_sleep")
@@ -58,7 +61,7 @@ def test_two_cycles_on_every_guest(lab, restore, tmp_path):
 
 
 def _two_cycles(lab, hosts, results, tmp_path):
-    proc = playbook("measure_resume.yml", "-e", "resume_measure_cycles=2",
+    proc = playbook("measure_resume.yml", "-e", "resume_measure_cycles=2", "-e", "fleetnap_targets=%s" % ":".join(hosts),
                     "-e", "resume_measure_results_dir=%s" % results)
     assert proc.returncode == 0, why(proc)
     summary = json.loads((results / "summary.json").read_text())
