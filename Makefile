@@ -56,10 +56,15 @@ $(VENV)/.stamp: requirements.txt | $(CACHE)/deb.stamp
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
 	@touch $@
 
-# The tests that change this kernel's cpuidle settings run alone; the rest in parallel.
+# The tests that change this kernel's cpuidle settings run alone; the rest in parallel. Their
+# temporary trees (hundreds of thousands of files: captured machines' sysfs) go to .cache, each
+# stage's own directory emptied when that stage starts again, not to pytest's rotation in /tmp,
+# where every later pytest run of make test (the lab, molecule's verifiers) spent minutes
+# deleting them.
 test-unit: setup
-	$(BIN)/pytest -q --durations=5 -m live_kernel tests/modules
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=40 -m "not live_kernel and not lab" tests/unit tests/modules
+	$(BIN)/pytest -q --durations=5 --basetemp=$(CACHE)/t-live -m live_kernel tests/modules
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=40 --basetemp=$(CACHE)/t-unit -m "not live_kernel and not lab" \
+	  tests/unit tests/modules
 
 lint: setup lint-setup
 	$(BIN)/python tests/ansible_lint.py --profile production --strict .
