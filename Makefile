@@ -57,13 +57,15 @@ $(VENV)/.stamp: requirements.txt | $(CACHE)/deb.stamp
 	@touch $@
 
 # The tests that change this kernel's cpuidle settings run alone; the rest in parallel. Their
-# temporary trees (hundreds of thousands of files: captured machines' sysfs) go to .cache, each
-# stage's own directory emptied when that stage starts again, not to pytest's rotation in /tmp,
-# where every later pytest run of make test (the lab, molecule's verifiers) spent minutes
-# deleting them.
+# temporary trees (hundreds of thousands of files: captured machines' sysfs) go to a directory of
+# their own, emptied when the stage starts again, not to pytest's numbered rotation, where every
+# later pytest run of make test (the lab, molecule's verifiers) spent minutes deleting them. Outside
+# the checkout: test_collection builds in a namespace where the checkout is read-only.
+TEST_TMP ?= /tmp/fleetnap-test
 test-unit: setup
-	$(BIN)/pytest -q --durations=5 --basetemp=$(CACHE)/t-live -m live_kernel tests/modules
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=40 --basetemp=$(CACHE)/t-unit -m "not live_kernel and not lab" \
+	@mkdir -p $(TEST_TMP)
+	$(BIN)/pytest -q --durations=5 --basetemp=$(TEST_TMP)/live -m live_kernel tests/modules
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=40 --basetemp=$(TEST_TMP)/unit -m "not live_kernel and not lab" \
 	  tests/unit tests/modules
 
 lint: setup lint-setup

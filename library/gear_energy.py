@@ -23,11 +23,12 @@ description:
     O(power_w) (for example each host's C(fleetnap_power_w) from the inventory) is merged into
     O(power_file), which keeps them for the fleet report; a host without figures counts in
     host-hours only and is listed in RV(hosts_without_figures).
-  - The BMC's own readings are the better source where a BMC offers them: with O(measured_file)
-    (kept by M(gear_record) from M(gear_observe)'s C(read_power): DCMI power reading, Redfish
-    C(EnvironmentMetrics), C(Power), C(PowerSubsystem)) a host's measured median per state replaces
-    its figure for that state, and RV(figure_sources) says which was used. The lab's and the
-    simulator's C(ipmi_sim) answer DCMI with completion code 0xC1 (no reading): there the
+  - >-
+    The BMC's own readings are the better source where a BMC offers them. With O(measured_file)
+    (kept by M(gear_record) from the C(read_power) readings of M(gear_observe): DCMI power reading,
+    Redfish C(EnvironmentMetrics), C(Power), C(PowerSubsystem)) a host's measured median per state
+    replaces its figure for that state, and RV(figure_sources) says which was used. The lab's and
+    the simulator's C(ipmi_sim) answer DCMI with completion code 0xC1 (no reading), so there the
     inventory's figures stay.
 version_added: "0.3.0"
 author: fleetnap contributors (@fleetnap)

@@ -111,9 +111,10 @@ options:
     type: path
   first_observed:
     description:
-      - The observation from before the shift (M(gear_observe)'s C(hosts)), for its power readings
-        only: the observation after a shift reads only the BMCs of silent hosts, so the hosts on
-        are measured before. A host read in both keeps the later reading.
+      - >-
+        The observation from before the shift (the C(hosts) of M(gear_observe)), for its power
+        readings only. The observation after a shift reads only the BMCs of silent hosts, so the
+        hosts on are measured before it; a host read in both keeps the later reading.
     type: dict
   metrics_dir:
     description: Directory of node_exporter's textfile collector (created when missing).
