@@ -42,7 +42,9 @@ options:
     type: path
     required: true
   measured_file:
-    description: The measured watts per host and state (M(gear_record)'s O(gear_record#module:measured_file)); read only. Missing = none measured.
+    description:
+      - The measured watts per host and state, as M(gear_record) keeps them (its C(measured_file)); only read.
+      - Missing = none measured.
     type: path
   power_w:
     description: Host -> {on, asleep, off} watts to record (replacing what O(power_file) had for those hosts).

@@ -106,7 +106,7 @@ options:
         readings, their median, the newest's date and its source). The readings of O(observed)
         (M(gear_observe) with C(read_power)) are added, each in the state the observation saw its
         host in. For the energy, a measured median replaces the inventory's figure of that host
-        and state; RV(energy.figure_sources) says, per host and state, which was used.
+        and state; C(figure_sources) in RV(energy) says, per host and state, which was used.
       - Unset, only the inventory's figures are used.
     type: path
   first_observed:

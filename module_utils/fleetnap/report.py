@@ -361,8 +361,8 @@ def gear_chart(history, width=760, height=220):
     parts.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#999"/>' % (left, top, pw, ph))
     for g in range(0, gmax + 1):
         parts.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" '
-                     'text-anchor="end" class="tick-gear">%d</text>' % (left, left + pw, y(g, gmax), y(g, gmax),
-                                                                       left - 6, y(g, gmax) + 4, g))
+                     'text-anchor="end" class="tick-gear">%d</text>'
+                     % (left, left + pw, y(g, gmax), y(g, gmax), left - 6, y(g, gmax) + 4, g))
     for i in range(0, 5):
         v = hmax * i / 4.0
         parts.append('<text x="%d" y="%.1f" class="tick-hosts">%s</text>'
