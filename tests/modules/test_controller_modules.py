@@ -27,6 +27,7 @@ class GreetingServer(threading.Thread):
         self.port = self.sock.getsockname()[1]
         self.answering = threading.Event()
         self.stop = threading.Event()
+        self.answer_after_first = None     # seconds: start answering this long after the first probe
 
     def run(self):
         while not self.stop.is_set():
@@ -36,6 +37,9 @@ class GreetingServer(threading.Thread):
                 continue
             if self.answering.is_set():
                 conn.sendall(b"SSH-2.0-fleetnap-test\r\n")
+            elif self.answer_after_first is not None:
+                threading.Timer(self.answer_after_first, self.answering.set).start()
+                self.answer_after_first = None
             conn.close()  # silent: accepts, says nothing (like a sleeping guest behind NAT)
 
 
@@ -50,11 +54,16 @@ def server():
 
 
 def test_host_wait_answering_measures_from_since(server, module_runner):
+    """Silent at the module's first probe, answering half a second after it (whenever the module
+    started: a timer from the test's start raced a slow ansible start): at least two probes, and
+    the time counted from ``since``, before the module started."""
     since = time.time()
-    threading.Timer(1.5, server.answering.set).start()
+    server.answer_after_first = 0.5
     res = module_runner("host_wait", {"host": "127.0.0.1", "port": server.port, "since": since, "timeout": 20})
     assert not res.failed, res.get("msg")
-    assert 1.4 <= res["elapsed_s"] < 15 and res["probes"] >= 2
+    assert res["probes"] >= 2
+    assert 0.5 <= res["elapsed_s"] < 15
+    assert res["elapsed_s"] == pytest.approx(res["at"] - since, abs=0.05)      # counted from since
 
 
 def test_host_wait_silent_needs_lasting_silence(server, module_runner):
