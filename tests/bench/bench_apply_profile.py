@@ -183,6 +183,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args(argv)
     args.state, args.inventory = args.state.resolve(), args.inventory.resolve()
+    # Made before the runs: its header's date and load are the ones before them.
+    rep = Report("apply_profile" + ("" if args.naive_granularity == "state" else "-" + args.naive_granularity)
+                 + ("-%d-hosts" % args.limit if args.limit else ""), argv=argv)
     try:
         if not (args.state / "sim.json").exists():
             raise BenchError("no simulator in %s: run `make sim-up` first" % args.state)
@@ -231,8 +234,6 @@ def main(argv=None) -> int:
         return 1
 
     machines = sorted({h["machine"] for h in hosts_of(args)[:n]})
-    rep = Report("apply_profile" + ("" if args.naive_granularity == "state" else "-" + args.naive_granularity)
-                 + ("-%d-hosts" % n if args.limit else ""), argv=argv)
     rep.print("apply_profile on %d simulated hosts (%d captured machines, budget %g us, forks from "
               "ansible.cfg; load average before %.1f)" % (n, len(machines), args.budget, load0[0]))
     names = {"ping": "ansible -m ping (floor)", "gate": "cpuidle_qos alone (1 module call per host)",

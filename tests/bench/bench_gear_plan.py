@@ -68,6 +68,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--train-days", type=int, default=300)
     a = ap.parse_args()
+    rep = Report("gear_plan")           # before the runs: its date and load are the ones before them
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = os.path.join(tmp, "year.csv")
         synth_year(csv_path, a.rows)
@@ -77,7 +78,6 @@ def main():
             res = core(csv_path, a.train_days)
             times.append(time.perf_counter() - t)
         ev = res["evaluation"] or {}
-        rep = Report("gear_plan")
         rep.print("gear_plan core, %d servers x %d hourly rows (%d days)" % (SERVERS, a.rows, a.rows // 24))
         core_s = rep.runs("gear_plan core", times)
         rep.target("gear_plan core (median s)", core_s["median"], "<=", TARGET_S, "s")

@@ -117,6 +117,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", default=str(REPO / "artifacts" / "bench" / "gear_shift.json"))
     args = ap.parse_args()
+    rep = Report("gear_shift_lab")      # before the runs: its date and load are the ones before them
     if os.geteuid() != 0:
         raise SystemExit("the lab needs root")
     lab = Lab({})
@@ -137,7 +138,6 @@ def main():
     for name in ALL:
         lab.restore(name)
 
-    rep = Report("gear_shift_lab")
     rep.print("gear shift on the lab: %d hosts, %d go down and come back (S3 + Wake-on-LAN), %d run(s)"
               % (len(ALL), len(down_hosts), args.repeat))
     rep.print("%-6s %9s %12s %13s %11s   (each line one run)" % ("phase", "wall_s", "guest_wait_s", "orchestration",
