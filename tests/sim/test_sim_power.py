@@ -336,20 +336,6 @@ def test_gear_member_alone_parks_a_host_in_s3_and_wakes_it(psim, tmp_path):
     assert answers(psim.hosts()[host]["ip"])
 
 
-def test_down_stops_every_bmc_and_power_program(psim):
-    dirs = [h["dir"] for h in psim.hosts().values()]
-    psim.cli("down")
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            assert not any(d in cmd for d in dirs), cmd
-    assert not any(Path(d).exists() for d in dirs)
-
-
-
 def test_a_host_without_s3_is_parked_by_soft_off_and_a_long_sleep_moves_on_to_power_off(psim, tmp_path):
     """Two claims of docs/gear_shifts.md, each failing without its feature (issue 34):
     - a host whose kernel offers no S3 (its mem_sleep has no deep) is parked by soft-off through
@@ -388,3 +374,18 @@ def test_a_host_without_s3_is_parked_by_soft_off_and_a_long_sleep_moves_on_to_po
             assert last(psim, n)["state"] == "on" and answers(hosts[n]["ip"]), psim.power_log(n)[-3:]
     finally:
         ssh(psim, no_s3, "printf '%%s\\n' %s > /sys/power/mem_sleep" % shlex.quote(kept.strip()))
+
+
+def test_down_stops_every_bmc_and_power_program(psim):
+    dirs = [h["dir"] for h in psim.hosts().values()]
+    psim.cli("down")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            assert not any(d in cmd for d in dirs), cmd
+    assert not any(Path(d).exists() for d in dirs)
+
+
