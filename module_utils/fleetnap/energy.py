@@ -113,17 +113,22 @@ def read_text(path, what, limit=fileio.LOG, root=None):
         raise ParamError("cannot read %s %s: %s" % (what, path, exc.strerror or exc))
 
 
-def read_power_file(path):
-    """The power figures kept in ``path`` (host -> {on, asleep, off}), {} when it does not exist;
-    EnergyError/ParamError naming the file when it is not what gear_energy writes."""
-    text = read_text(path, "power file", fileio.RECORD)
+def _read_kept(path, what, check):
+    """check(the JSON kept in ``path``, where) or {} when it does not exist; EnergyError or
+    ParamError naming the file when it is not what fleetnap writes there."""
+    text = read_text(path, what, fileio.RECORD)
     if text is None:
         return {}
     try:
-        kept = parse.loads(text, "power file %s" % path, fileio.RECORD)
+        kept = parse.loads(text, "%s %s" % (what, path), fileio.RECORD)
     except parse.ParseError as exc:
         raise EnergyError("%s: fix or remove it" % exc)
-    return check_figures(kept, "power file %s" % path)
+    return check(kept, "%s %s" % (what, path))
+
+
+def read_power_file(path):
+    """The power figures kept in ``path`` (host -> {on, asleep, off}), {} when it does not exist."""
+    return _read_kept(path, "power file", check_figures)
 
 
 MAX_LINE = 1024 * 1024          # one shift's line: every host's state, a million bytes is beyond any fleet
@@ -280,14 +285,7 @@ def check_measured(doc, where):
 
 def read_measured_file(path):
     """The measured watts kept in ``path`` ({} when it does not exist)."""
-    text = read_text(path, "measured power file", fileio.RECORD)
-    if text is None:
-        return {}
-    try:
-        doc = parse.loads(text, "measured power file %s" % path, fileio.RECORD)
-    except parse.ParseError as exc:
-        raise EnergyError("%s: fix or remove it" % exc)
-    return check_measured(doc, "measured power file %s" % path)
+    return _read_kept(path, "measured power file", check_measured)
 
 
 def add_readings(measured, readings, date):

@@ -68,6 +68,7 @@ PM_CYCLE = [
 BMC = {"bmc_host": "127.0.0.1", "bmc_port": 9, "bmc_user": "admin", "bmc_password": "Fn7-pw-c9e1b4",
        "state": "status", "rate_limit_dir": "{tmp}/rl"}
 BMC_POWER = [
+    ("read_power a word", dict(BMC, read_power="sometimes"), "read_power"),
     ("timeout nan", dict(BMC, timeout=NAN), "option timeout: must be a finite number"),
     ("timeout inf", dict(BMC, timeout=INF), "option timeout: must be a finite number"),
     ("timeout 0", dict(BMC, timeout=0), "option timeout: must be > 0"),

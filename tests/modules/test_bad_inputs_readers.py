@@ -400,6 +400,7 @@ OH = {"name": "h1", "address": "127.0.0.1", "port": 9}
 OB = dict(OH, bmc_address="127.0.0.1", bmc_port=9, bmc_user="admin", bmc_password="Fn7-pw-c9e1b4")
 GO = {"hosts": [OH], "probe_timeout": 0.2, "rate_limit_dir": "{tmp}/rl"}
 GEAR_OBSERVE = [
+    ("read_power a word", dict(GO, read_power="maybe"), "read_power"),
     ("probe_timeout nan", dict(GO, probe_timeout=NAN), "option probe_timeout: must be a finite number"),
     ("probe_timeout inf", dict(GO, probe_timeout=INF), "option probe_timeout: must be a finite number"),
     ("probe_timeout 0", dict(GO, probe_timeout=0), "option probe_timeout: must be > 0"),
