@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap.energy import FIGURE_KEYS
 from ansible.module_utils.fleetnap.gearshift import observed_state, plan_from
 from ansible.module_utils.fleetnap.validate import ParamError
 
@@ -204,7 +205,7 @@ def figure_metrics(figures, sources):
     them (source="inventory"); hosts without a complete set of figures are left out."""
     rows = []
     for host in sorted(figures):
-        for state in ("on", "asleep", "off"):
+        for state in FIGURE_KEYS:
             src = sources[host][state]
             rows.append({"host": host, "state": state, "source": "inventory" if src == "inventory" else "measured",
                          "value": round(figures[host][state], 3)})

@@ -21,7 +21,8 @@ import time
 
 from ansible.module_utils.fleetnap import fileio, parse
 from ansible.module_utils.fleetnap.energy import (
-    EnergyError, check_figures, check_measured, daily, effective_figures, parse_time, read_history, read_text,
+    FIGURE_KEYS, EnergyError, check_figures, check_measured, daily, effective_figures, parse_time, read_history,
+    read_text,
 )
 from ansible.module_utils.fleetnap.validate import ParamError, ShapeError, shape
 
@@ -433,7 +434,7 @@ def _figures(energy):
     rows = []
     for host in sorted(sources)[:200]:
         cells = []
-        for state in ("on", "asleep", "off"):
+        for state in FIGURE_KEYS:
             src = sources[host].get(state, "none")
             watts = used.get(host, {}).get(state)
             cells.append("<td>%s <span class=\"missing\">%s</span></td>"
