@@ -102,6 +102,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.fleetnap.cpuidle import CpuidleError, read_model, summarize_states
+from ansible.module_utils.fleetnap.fileio import HostFsError
 from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS
 from ansible.module_utils.fleetnap.validate import ansible_module, check_params, directory
@@ -128,7 +129,7 @@ def main():
         facts["pm_qos_resume_latency_us"] = dict(
             (str(c["cpu"]), c["pm_qos_resume_latency_us"]) for c in model["cpus"])
         facts["sleep"] = read_sleep(fs)
-    except CpuidleError as exc:
+    except (CpuidleError, HostFsError) as exc:
         module.fail_json(msg=str(exc))
     except UnicodeDecodeError as exc:
         # HostFS.read decodes without naming the file: say at least which tree holds it.

@@ -1,12 +1,22 @@
-"""Tables of bad input, run through Ansible: each module's table is one ansible-playbook run.
+"""Tables of bad input: each module's table run case by case, each case a fresh module process.
 
 A table is a list of ``(case, args, words)``: the module's arguments and words its failure
 message must contain. ``{tmp}`` in a string argument is replaced by a directory of the case's own
 (holding a marker file), hashed before and after: a refusal changes nothing there.
 
-A whole table runs as one playbook (one task per case, ``ignore_errors``, each task bounded by
-Ansible's task ``timeout``), so a table of 20 cases costs one ansible-playbook start instead of 20.
-Each case is still its own pytest test, with its own verdict:
+Two ways to run a table, the same checks on the outcome:
+
+- ``via="fork"`` (the default): tests/forkrun.py, a server that imports ansible-core's module
+  support once and forks a child per case which runs the module as the AnsiballZ wrapper does
+  (``_ansiballz._loader``: the arguments as Ansible sends them, the module as ``__main__``); each
+  case's stdout, stderr, time and peak memory its own. A case whose arguments Ansible must
+  template (a NaN made by ``{{ 'nan' | float }}``, which JSON cannot carry) goes through Ansible.
+- ``via="ansible"``: one ansible-playbook per table, one task per case (``ignore_errors``, bounded
+  by Ansible's task ``timeout``), the interpreter tests/rsswrap.py noting peak memory. The tables
+  of test_bad_inputs.py and the secrets tests run this way: the module as Ansible itself runs it,
+  through its controller, its output and its logs.
+
+Each case is its own pytest test, with its own verdict:
 
     CASES = case_params(TABLES)
 
@@ -20,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -30,6 +41,7 @@ from conftest import REPO, VENV_BIN, snapshot_tree
 BOUND_S = 60       # every refusal comes well within this; Ansible's task timeout stops a hang there
 PEAK_RSS_MIB = 200  # a module's peak memory on any case (measured by tests/rsswrap.py)
 RSS_WRAPPER = REPO / "tests" / "rsswrap.py"
+FORKRUN = REPO / "tests" / "forkrun.py"
 TASK_TIMEOUT_S = 90
 NAN, INF = "nan", "inf"
 
@@ -63,28 +75,96 @@ def _duration_s(task: dict) -> float:
     return (end - start).total_seconds()
 
 
-def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=None, state=None, key=None) -> dict:
-    """Run every case of ``module``'s table in one playbook (once per session); return the outcomes.
+def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=None, state=None, key=None,
+              via="fork") -> dict:
+    """Run every case of ``module``'s table (once per session); return the outcomes.
 
-    ``wrap``: argv put before ansible-playbook (``ip netns exec NS``); ``task_extra``: keywords
-    added to every task (``check_mode``); ``state``: a function returning what the module must
+    ``wrap``: argv put before the runner (``ip netns exec NS``); ``task_extra``: keywords added to
+    every case (``check_mode``, the only one); ``state``: a function returning what the module must
     not change outside the case directories (a namespace's qdiscs, the host's idle states),
     compared before and after the table. ``key`` names the table when a module has more than one
-    (its outcomes are kept once per session under it; the module's name otherwise)."""
+    (its outcomes are kept once per session under it; the module's name otherwise). ``via``:
+    ``fork`` or ``ansible`` (the module docstring says how each runs)."""
     key = key or module
     if key in _RESULTS:
         return _RESULTS[key]
+    extra = dict(task_extra or {})
+    assert set(extra) <= {"check_mode"} and via in ("fork", "ansible"), (extra, via)
     root = tmp_path_factory.mktemp("bad-%s" % key)
-    tasks, dirs = [], []
+    dirs, filled = [], []
     for i, (case, args, _words) in enumerate(table):
         work = root / ("case-%02d" % i)
         work.mkdir()
         (work / "marker").write_text("as it was\n")
         dirs.append(work)
-        tasks.append(dict({"name": "%02d %s" % (i, case), module: _fill(args, work),
-                           "ignore_errors": True, "timeout": TASK_TIMEOUT_S}, **(task_extra or {})))
+        filled.append((case, _fill(args, work)))
     before = [snapshot_tree(d) for d in dirs]
     state_before = state() if state else None
+    if via == "ansible":
+        results, stderr = _run_ansible(module, filled, root, wrap, extra)
+    else:
+        # A case whose arguments Ansible templates ("{{ 'nan' | float }}": a float JSON cannot
+        # carry) goes through Ansible; the others are forked. Results keep the table's order.
+        templated = [i for i, (_c, args) in enumerate(filled) if "{{" in json.dumps(args)]
+        results = [None] * len(filled)
+        stderr = ""
+        if templated:
+            ran, stderr = _run_ansible(module, [filled[i] for i in templated], root, wrap, extra)
+            for i, res in zip(templated, ran):
+                results[i] = res
+        rest = [i for i in range(len(filled)) if i not in templated]
+        if rest:
+            ran, _none = _run_forked(module, [filled[i] for i in rest], root, wrap, extra)
+            for i, res in zip(rest, ran):
+                results[i] = res
+    outcomes = []
+    for i, res in enumerate(results):
+        res.update(unchanged=snapshot_tree(dirs[i]) == before[i], dir=str(dirs[i]))
+        outcomes.append(res)
+    state_after = state() if state else None
+    _RESULTS[key] = {"cases": outcomes, "stderr": stderr, "state_unchanged": state_before == state_after,
+                     "state": (state_before, state_after), "via": via}
+    return _RESULTS[key]
+
+
+def _run_forked(module: str, cases: list, root: Path, wrap, extra: dict):
+    """Every case through tests/forkrun.py; a result shaped as Ansible's for a module run: the
+    module's JSON, or MODULE FAILURE with what it printed when it printed none."""
+    scratch = root / "scratch"
+    scratch.mkdir()
+    server = subprocess.Popen(list(wrap) + [sys.executable, str(FORKRUN)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=str(REPO))
+    results = []
+    try:
+        for _case, args in cases:
+            server.stdin.write(json.dumps({"module": module, "args": args, "scratch": str(scratch),
+                                           "check_mode": bool(extra.get("check_mode")),
+                                           "timeout": TASK_TIMEOUT_S}) + "\n")
+            server.stdin.flush()
+            line = server.stdout.readline()
+            assert line, "tests/forkrun.py stopped (rc=%s)" % server.poll()
+            ran = json.loads(line)
+            text = ran["stdout"]
+            try:
+                result, _end = json.JSONDecoder().raw_decode(text[text.index("{"):])
+                assert isinstance(result, dict)
+            except (ValueError, AssertionError):
+                result = {"failed": True, "msg": "MODULE FAILURE" + (" (killed after %d s)" % TASK_TIMEOUT_S
+                                                                      if ran["killed"] else ""),
+                          "module_stdout": text, "rc": ran["rc"]}
+            result["module_stderr"] = ran["stderr"]
+            results.append({"result": result, "elapsed_s": ran["elapsed_s"],
+                            "peak_rss_mib": ran["maxrss_kib"] / 1024.0})
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+    return results, ""
+
+
+def _run_ansible(module: str, cases: list, root: Path, wrap, extra: dict):
+    """Every case as a task of one ansible-playbook run."""
+    tasks = [dict({"name": "%02d %s" % (i, case), module: args, "ignore_errors": True,
+                   "timeout": TASK_TIMEOUT_S}, **extra) for i, (case, args) in enumerate(cases)]
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]
     book = root / "table.yml"
     book.write_text(json.dumps(play, indent=1))   # JSON is YAML
@@ -95,7 +175,7 @@ def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=No
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "-M", str(REPO / "library"),
            "-e", "ansible_python_interpreter=%s" % RSS_WRAPPER, str(book)]
     proc = subprocess.run(list(wrap) + cmd, capture_output=True, text=True, env=env, cwd=str(REPO),
-                          timeout=TASK_TIMEOUT_S * len(table) + 120)
+                          timeout=TASK_TIMEOUT_S * len(cases) + 120)
     start = proc.stdout.find("{")
     try:
         report = json.loads(proc.stdout[start:])
@@ -103,19 +183,12 @@ def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=No
     except (ValueError, KeyError, IndexError):
         raise AssertionError("ansible-playbook produced no report (rc=%d)\nstdout:\n%s\nstderr:\n%s"
                              % (proc.returncode, proc.stdout, proc.stderr))
-    assert len(ran) == len(table), "%d of %d cases ran\n%s" % (len(ran), len(table), proc.stderr)
-    outcomes = []
+    assert len(ran) == len(cases), "%d of %d cases ran\n%s" % (len(ran), len(cases), proc.stderr)
+    # One line per module run; the table's peak is checked for each case.
     rss = [int(x) for x in rss_log.read_text().split()] if rss_log.exists() else []
-    for i, task in enumerate(ran):
-        outcomes.append({"result": task["hosts"]["localhost"], "elapsed_s": _duration_s(task),
-                         "unchanged": snapshot_tree(dirs[i]) == before[i], "dir": str(dirs[i])})
-    # One line per module run, in the order of the cases; the table's peak is checked for each case.
-    for out in outcomes:
-        out["peak_rss_mib"] = max(rss) / 1024.0 if rss else None
-    state_after = state() if state else None
-    _RESULTS[key] = {"cases": outcomes, "stderr": proc.stderr, "state_unchanged": state_before == state_after,
-                        "state": (state_before, state_after)}
-    return _RESULTS[key]
+    peak = max(rss) / 1024.0 if rss else None
+    return [{"result": task["hosts"]["localhost"], "elapsed_s": _duration_s(task), "peak_rss_mib": peak}
+            for task in ran], proc.stderr
 
 
 def assert_refused(table_run: dict, index: int, words: str) -> None:
@@ -125,6 +198,10 @@ def assert_refused(table_run: dict, index: int, words: str) -> None:
     msg = str(res.get("msg", ""))
     assert res.get("failed"), res
     assert words in msg, msg
+    # The module's own fail_json (it adds 'invocation'), not an exception that escaped it: under
+    # ansible-core 2.19 an escaped exception comes back as failed with its message as msg and no
+    # traceback unless tracebacks are asked for, like a refusal in all but this.
+    assert "invocation" in res, "an exception escaped the module: %r" % (res,)
     for text in (msg, str(res.get("module_stderr", "")), str(res.get("exception", "")),
                  str(res.get("module_stdout", "")), table_run["stderr"]):
         assert "Traceback" not in text, text

@@ -2,7 +2,9 @@
 a traceback, never a hang, nothing changed.
 
 Each module has a table: ``(case, args, words the message must contain)``, run by
-tests/badinput.py (one ansible-playbook per table, a pytest test per case) which asserts: failed;
+tests/badinput.py (these tables through Ansible itself: one ansible-playbook per table, a pytest
+test per case; the other test_bad_inputs_*.py and test_hostile_*.py tables run each case in a
+forked process as AnsiballZ runs a module, badinput.py says why) which asserts: failed;
 the words in the message; no Python traceback in the message or on stderr; done within BOUND_S
 seconds; and the directory the module could write to (``{tmp}`` in args is replaced by a case's
 own) hashed before and after with no difference. A new module gets the same treatment by adding
@@ -112,4 +114,4 @@ def test_every_table_has_at_least_15_cases():
 
 @pytest.mark.parametrize("module,index,words", CASES)
 def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
-    assert_refused(run_table(module, TABLES[module], tmp_path_factory), index, words)
+    assert_refused(run_table(module, TABLES[module], tmp_path_factory, via="ansible"), index, words)
