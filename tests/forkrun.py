@@ -110,8 +110,10 @@ def serve() -> None:
     sys.path.insert(0, os.path.join(REPO, "library"))
     import ansible.module_utils
     ansible.module_utils.__path__.append(os.path.join(REPO, "module_utils"))
-    import ansible.module_utils.basic  # noqa: F401  (imported once here, inherited by every case)
-    from ansible.module_utils._internal._ansiballz import _loader  # noqa: F401
+    # Imported once here, inherited by every case's fork.
+    import ansible.module_utils.basic
+    from ansible.module_utils._internal._ansiballz import _loader
+    assert ansible.module_utils.basic.AnsibleModule and _loader.run_module
     for line in sys.stdin:
         if line.strip():
             sys.stdout.write(json.dumps(run_case(json.loads(line))) + "\n")

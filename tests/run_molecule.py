@@ -2,8 +2,8 @@
 """Run the molecule scenarios (what 'make test-molecule' does): lanes of scenarios side by side,
 each lane's scenarios one after another, then the scenarios in no lane, one at a time.
 
-    python tests/run_molecule.py --lane ptp_clock,ptp_clock_absent --lane default,node_exporter \\
-        default node_exporter ptp_clock ptp_clock_absent gear_shift
+    python tests/run_molecule.py --lane ptp_clock,resume_measure --lane default,node_exporter \\
+        default node_exporter ptp_clock resume_measure gear_shift
 
 Scenarios in different lanes must touch different lab guests (each scenario's inventory pattern
 says which) to run at the same time; a scenario in no lane runs alone, after the lanes. On the

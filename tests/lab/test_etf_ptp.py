@@ -60,8 +60,8 @@ def test_too_few_queues_changes_nothing(lab):
 
 
 # ptp_clock present and absent (phc2sys on the e1000e's PHC with the TAI offset, the earlier
-# offset recorded and put back, idempotent both ways) are molecule's ptp_clock and ptp_clock_absent
-# scenarios, verified on lab6 by testinfra.
+# offset recorded and put back, idempotent both ways) are the two phases of molecule's ptp_clock
+# scenario, verified on lab6 by testinfra.
 
 
 def test_ptp_clock_without_linuxptp_and_without_installing_says_which_package(lab):

@@ -30,9 +30,10 @@ SNAPSHOT = ("cd /sys/devices/system/cpu && cat cpuidle/current_driver cpuidle/cu
 
 
 def test_measure_wake_latency_on_guests_without_cpuidle(lab, tmp_path):
-    # Three guests, not six (every guest boots the same image; CI's 2 cores pay for each TCG guest
-    # measured); molecule's wake_latency_measure scenario converges the role on lab2.
-    hosts = ["lab1", "lab3", "lab5"]
+    # Two guests, not six (every guest boots the same image; CI's 2 cores pay for each TCG guest
+    # measured; two still make the fleet's merge and table); molecule's wake_latency_measure
+    # scenario converges the role on lab2.
+    hosts = ["lab1", "lab5"]
     targets = ["-e", "fleetnap_targets=%s" % ":".join(hosts)]
     before = dict((h, lab.ssh(h, SNAPSHOT).stdout) for h in hosts)
     had_prom = dict((h, lab.ssh(h, "test -e %s" % PROM, check=False).returncode == 0) for h in hosts)

@@ -1,15 +1,18 @@
-"""ptp_clock absent, verified on lab6 itself (pytest-testinfra): nothing of fleetnap's phc2sys is
-left (process, unit, helper, record), and the kernel's TAI offset is back at what it was before
-state present (5 s, set by prepare), not at 0."""
+"""ptp_clock absent (the scenario's second phase, side_effect), verified on lab6 itself (pytest-
+testinfra): nothing of fleetnap's phc2sys is left (process, unit, helper, record), and the kernel's
+TAI offset is back at what it was before state present (5 s, set by prepare), not at 0."""
 
 from __future__ import annotations
 
 import pytest
 
+from conftest import TAI, same_boot_as_prepare
+
 testinfra_hosts = ["ansible://lab6"]
 
-TAI = ("python3 -c 'import time; print(round(time.clock_gettime(time.CLOCK_TAI)"
-       " - time.clock_gettime(time.CLOCK_REALTIME)))'")
+
+def test_lab6_kept_the_boot_prepare_marked(host):
+    same_boot_as_prepare(host)
 
 
 def test_no_phc2sys_runs(host):

@@ -1,15 +1,19 @@
-"""ptp_clock present, verified on lab6 itself (pytest-testinfra): phc2sys runs as fleetnap's unit
-on the e1000e's PHC with the TAI offset, the kernel's TAI offset is 37 s, and the offset the host
-had before (5 s, set by prepare) is recorded so that state absent can put it back."""
+"""ptp_clock present (the scenario's first phase), verified on lab6 itself (pytest-testinfra): phc2sys
+runs as fleetnap's unit on the e1000e's PHC with the TAI offset, the kernel's TAI offset is 37 s,
+and the offset the host had before (5 s, set by prepare) is recorded so that state absent can put
+it back."""
 
 from __future__ import annotations
 
 import json
 
+from conftest import TAI, same_boot_as_prepare
+
 testinfra_hosts = ["ansible://lab6"]
 
-TAI = ("python3 -c 'import time; print(round(time.clock_gettime(time.CLOCK_TAI)"
-       " - time.clock_gettime(time.CLOCK_REALTIME)))'")
+
+def test_lab6_kept_the_boot_prepare_marked(host):
+    same_boot_as_prepare(host)
 
 
 def test_phc2sys_unit_is_enabled_and_running(host):
