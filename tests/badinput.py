@@ -39,7 +39,7 @@ import pytest
 from conftest import REPO, VENV_BIN, snapshot_tree
 
 BOUND_S = 60       # every refusal comes well within this; Ansible's task timeout stops a hang there
-PEAK_RSS_MIB = 200  # a module's peak memory on any case (measured by tests/rsswrap.py)
+PEAK_RSS_MIB = 200  # a module's peak memory on any case (forkrun: wait4 of its child; ansible: tests/rsswrap.py)
 RSS_WRAPPER = REPO / "tests" / "rsswrap.py"
 FORKRUN = REPO / "tests" / "forkrun.py"
 TASK_TIMEOUT_S = 90
