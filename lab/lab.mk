@@ -31,13 +31,13 @@ lab-status:
 
 # The lab suite in CI: fleetnap on the lab. The lab's own fidelity tests (its guests' S3 wakes by
 # third-party senders, BMC power off/on/soft and a guest killed from outside, a second lab's life
-# cycle) are test-lab-self: run them when lab/ changes (each boots or power-cycles guests; they
+# cycle) and the long tests marked lab_long are test-lab-self: run them when lab/ changes (each boots or power-cycles guests; they
 # cost about ten minutes of CI's 2 cores, and fleetnap's own lab tests exercise the same paths).
 test-lab: setup
-	$(BIN)/pytest -q -p no:cacheprovider --durations=0 --durations-min=20 -m "lab and not lab_self" tests/lab
+	$(BIN)/pytest -q -p no:cacheprovider --durations=0 --durations-min=20 -m "lab and not lab_self and not lab_long" tests/lab
 
 test-lab-self: setup
-	$(BIN)/pytest -q -p no:cacheprovider --durations=0 --durations-min=20 -m lab_self tests/lab
+	$(BIN)/pytest -q -p no:cacheprovider --durations=0 --durations-min=20 -m "lab_self or lab_long" tests/lab
 
 # Role scenarios (molecule/*): each role converged on lab guests, checked idempotent where the role
 # is (not the measurements nor parking and waking: each run acts anew) and verified on the guests

@@ -77,6 +77,10 @@ def disk_boot(lab):
         set_boot_device(lab, name, "Hdd")
 
 
+# Out of CI's lab stage (about 160 s of its budget): redfish_power's soft, off, on and cycle run
+# against sushy-tools in the unit stage, and the gear shift below powers guests off and on by
+# Redfish; the slow task and the network boot order on a real guest are make test-lab-self.
+@pytest.mark.lab_long
 def test_off_on_cycle_by_redfish_a_slow_task_and_a_network_boot_order(all_running, disk_boot):
     """Off, on and cycle through the Redfish BMC, each verified by the guest itself (silent, then
     answering with a new boot). The guest's boot order network-boots: powered on without the
