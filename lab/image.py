@@ -89,6 +89,10 @@ GUEST_FILES = {
     "etc/initramfs-tools/conf.d/fleetnap.conf": "MODULES=list\nCOMPRESS=gzip\n",
     "etc/dhcp/dhclient-enter-hooks.d/fleetnap-no-resolv": "",
     "etc/machine-id": "",
+    # Compiled module_utils kept between module runs (lab/guest/fleetnap_lab_pyc.py says why).
+    "usr/lib/python3/dist-packages/fleetnap_lab_pyc.py":
+        (Path(__file__).resolve().parent / "guest" / "fleetnap_lab_pyc.py").read_text(),
+    "usr/lib/python3/dist-packages/fleetnap-lab-pyc.pth": "import fleetnap_lab_pyc\n",
 }
 RECIPE_VERSION = 5
 

@@ -30,18 +30,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+import forkrun
 from conftest import REPO, VENV_BIN, snapshot_tree
 
 BOUND_S = 60       # every refusal comes well within this; Ansible's task timeout stops a hang there
 PEAK_RSS_MIB = 200  # a module's peak memory on any case (forkrun: wait4 of its child; ansible: tests/rsswrap.py)
 RSS_WRAPPER = REPO / "tests" / "rsswrap.py"
-FORKRUN = REPO / "tests" / "forkrun.py"
 TASK_TIMEOUT_S = 90
 NAN, INF = "nan", "inf"
 
@@ -128,36 +127,18 @@ def run_table(module: str, table: list, tmp_path_factory, wrap=(), task_extra=No
 
 
 def _run_forked(module: str, cases: list, root: Path, wrap, extra: dict):
-    """Every case through tests/forkrun.py; a result shaped as Ansible's for a module run: the
-    module's JSON, or MODULE FAILURE with what it printed when it printed none."""
+    """Every case through tests/forkrun.py; a result shaped as Ansible's for a module run."""
     scratch = root / "scratch"
     scratch.mkdir()
-    server = subprocess.Popen(list(wrap) + [sys.executable, str(FORKRUN)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=str(REPO))
+    server = forkrun.Server(wrap)
     results = []
     try:
         for _case, args in cases:
-            server.stdin.write(json.dumps({"module": module, "args": args, "scratch": str(scratch),
-                                           "check_mode": bool(extra.get("check_mode")),
-                                           "timeout": TASK_TIMEOUT_S}) + "\n")
-            server.stdin.flush()
-            line = server.stdout.readline()
-            assert line, "tests/forkrun.py stopped (rc=%s)" % server.poll()
-            ran = json.loads(line)
-            text = ran["stdout"]
-            try:
-                result, _end = json.JSONDecoder().raw_decode(text[text.index("{"):])
-                assert isinstance(result, dict)
-            except (ValueError, AssertionError):
-                result = {"failed": True, "msg": "MODULE FAILURE" + (" (killed after %d s)" % TASK_TIMEOUT_S
-                                                                      if ran["killed"] else ""),
-                          "module_stdout": text, "rc": ran["rc"]}
-            result["module_stderr"] = ran["stderr"]
-            results.append({"result": result, "elapsed_s": ran["elapsed_s"],
+            ran = server.run(module, args, scratch, check_mode=extra.get("check_mode"), timeout=TASK_TIMEOUT_S)
+            results.append({"result": forkrun.as_result(ran, TASK_TIMEOUT_S), "elapsed_s": ran["elapsed_s"],
                             "peak_rss_mib": ran["maxrss_kib"] / 1024.0})
     finally:
-        server.stdin.close()
-        server.wait(timeout=60)
+        server.close()
     return results, ""
 
 

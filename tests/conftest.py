@@ -78,10 +78,42 @@ class ModuleResult(dict):
         return bool(self.get("changed"))
 
 
+_FORK_SERVER = []
+
+
+def fork_server():
+    """This test process's tests/forkrun.py (started on first use, stopped at exit)."""
+    if not _FORK_SERVER:
+        import atexit
+        import shutil
+        import tempfile
+        import forkrun
+        scratch = tempfile.mkdtemp(prefix="fleetnap-forkrun-")
+        server = forkrun.Server()
+        server.scratch = scratch
+        _FORK_SERVER.append(server)
+        atexit.register(shutil.rmtree, scratch, True)
+        atexit.register(server.close)
+    return _FORK_SERVER[0]
+
+
 def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path = None, env=None,
-               wrap=()) -> ModuleResult:
-    """Run ``library/<name>.py`` through ``ansible`` on localhost and return its result (with ``diff``).
-    ``wrap``: argv put before ansible (a namespace of its own, for example)."""
+               wrap=(), via="fork") -> ModuleResult:
+    """Run module ``name`` and return its result (with ``diff``). ``via="fork"``: a module of
+    library/ as the AnsiballZ wrapper runs it, in a child forked by tests/forkrun.py (``_rc`` is
+    the module's exit status, ``_stderr`` what it printed there). Through ``ansible`` on localhost
+    (``_rc`` is ansible's): ``via="ansible"``, and any call fork cannot stand for: ``wrap`` or
+    ``env`` given, arguments Ansible must template, a module not in library/ (an action plugin
+    such as debug). ``wrap``: argv put before ansible (a namespace of its own, for example)."""
+    if (via == "fork" and not wrap and not env and (REPO / "library" / (name + ".py")).is_file()
+            and "{{" not in json.dumps(args or {})):
+        import forkrun
+        server = fork_server()
+        ran = server.run(name, args or {}, server.scratch, check_mode=check, diff=diff, timeout=300)
+        result = ModuleResult(forkrun.as_result(ran, 300))
+        result["_rc"] = ran["rc"]
+        result["_stderr"] = ran["stderr"]
+        return result
     cmd = [
         str(VENV_BIN / "ansible"), "localhost", "-i", "localhost,", "-c", "local",
         "-M", str(REPO / "library"), "-m", name,
@@ -112,12 +144,28 @@ def run_module(name: str, args: dict, *, check=False, diff=False, tmp_path: Path
     return result
 
 
-def run_batch(calls: list, book_dir: Path, timeout: int = 900) -> list:
-    """Many module runs as ONE ansible-playbook (a task per call, in order, each ignore_errors):
-    what a sequence of run_module calls checks, at the cost of one Ansible start instead of one
-    per call. A call is {"module": name, "args": {...}, "check": bool, "diff": bool}, or
-    {"command": [argv]} (a plain command task between module runs, for example a copy of a tree
-    to look at afterwards). Returns a ModuleResult per call."""
+def run_batch(calls: list, book_dir: Path, timeout: int = 900, via: str = "ansible") -> list:
+    """Many module runs in order: what a sequence of run_module calls checks. A call is
+    {"module": name, "args": {...}, "check": bool, "diff": bool}, or {"command": [argv]} (a plain
+    command between module runs, for example a look at a tree; its result as Ansible's command
+    module gives it: rc, stdout and stderr without their last newline). Returns a ModuleResult per
+    call. ``via="ansible"``: ONE ansible-playbook, a task per call (each ignore_errors);
+    ``via="fork"``: each module run forked by tests/forkrun.py as run_module does, each command run
+    here."""
+    if via == "fork":
+        server, out = fork_server(), []
+        for call in calls:
+            if "command" in call:
+                proc = subprocess.run(call["command"], capture_output=True, text=True, timeout=timeout)
+                out.append(ModuleResult(rc=proc.returncode, stdout=proc.stdout.rstrip("\r\n"),
+                                        stderr=proc.stderr.rstrip("\r\n"), failed=proc.returncode != 0))
+                continue
+            ran = server.run(call["module"], call.get("args") or {}, server.scratch, check_mode=call.get("check"),
+                             diff=call.get("diff"), timeout=timeout)
+            import forkrun
+            out.append(ModuleResult(forkrun.as_result(ran, timeout)))
+        return out
+    assert via == "ansible", via
     tasks = []
     for i, call in enumerate(calls):
         if "command" in call:

@@ -14,8 +14,8 @@ wall time and its peak resident memory (``wait4``'s ``ru_maxrss``: the child's o
 pages it shares with the server, so an upper bound).
 
 Protocol: one JSON request per line on stdin, one JSON answer per line on stdout.
-    request  {"module": NAME, "args": {...}, "check_mode": bool, "scratch": DIR, "timeout": S,
-              "library": DIR (optional: modules found there before fleetnap's library/)}
+    request  {"module": NAME, "args": {...}, "check_mode": bool, "diff": bool, "scratch": DIR,
+              "timeout": S, "library": DIR (optional: modules found there before fleetnap's library/)}
     answer   {"stdout": str, "stderr": str, "rc": int|null, "elapsed_s": float, "maxrss_kib": int,
               "killed": bool}
 """
@@ -27,6 +27,7 @@ import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -50,7 +51,7 @@ def _child(req: dict, out_path: str, err_path: str) -> None:
             sys.path.insert(0, req["library"])
         from ansible.module_utils._internal._ansiballz import _loader
         from ansible.module_utils.common.json import Direction, get_module_encoder
-        args = dict(req["args"], _ansible_check_mode=bool(req.get("check_mode")),
+        args = dict(req["args"], _ansible_check_mode=bool(req.get("check_mode")), _ansible_diff=bool(req.get("diff")),
                     _ansible_remote_tmp=req["scratch"], _ansible_keep_remote_files=False,
                     _ansible_module_name=req["module"])
         encoder = get_module_encoder("legacy", Direction.CONTROLLER_TO_MODULE)
@@ -118,6 +119,57 @@ def serve() -> None:
         if line.strip():
             sys.stdout.write(json.dumps(run_case(json.loads(line))) + "\n")
             sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# The tests' side: one server, requests answered in order
+# ---------------------------------------------------------------------------------------------
+
+class Server:
+    """A running tests/forkrun.py (under ``wrap``, argv put before it: a namespace of its own)."""
+
+    def __init__(self, wrap=()):
+        self.proc = subprocess.Popen(list(wrap) + [sys.executable, os.path.abspath(__file__)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+
+    def run(self, module: str, args: dict, scratch: str, check_mode=False, diff=False, timeout=90,
+            library=None) -> dict:
+        """What the server answered for one module run (see the protocol above)."""
+        req = {"module": module, "args": args, "scratch": str(scratch), "check_mode": bool(check_mode),
+               "diff": bool(diff), "timeout": timeout}
+        if library:
+            req["library"] = str(library)
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("tests/forkrun.py stopped (rc=%s)" % self.proc.poll())
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+
+
+def as_result(ran: dict, timeout: float) -> dict:
+    """An answer as Ansible reports a module run: the module's JSON with its stderr beside it, or
+    MODULE FAILURE with what it printed when it printed no JSON object."""
+    text = ran["stdout"]
+    try:
+        result, _end = json.JSONDecoder().raw_decode(text[text.index("{"):])
+        if not isinstance(result, dict):
+            raise ValueError("not an object")
+    except ValueError:
+        result = {"failed": True, "msg": "MODULE FAILURE" + (" (killed after %d s)" % timeout if ran["killed"] else ""),
+                  "module_stdout": text, "rc": ran["rc"]}
+    # ansible-core 2.19 modules send warnings as WarningSummary objects; the controller reports
+    # each as its message (what a playbook shows and the tests read).
+    if isinstance(result.get("warnings"), list):
+        result["warnings"] = [w["event"]["msg"] if isinstance(w, dict) and isinstance(w.get("event"), dict) else w
+                              for w in result["warnings"]]
+    result["module_stderr"] = ran["stderr"]
+    return result
 
 
 if __name__ == "__main__":

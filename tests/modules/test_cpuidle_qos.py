@@ -15,10 +15,12 @@ def qos(module_runner, root, check=False, diff=False, **args):
     return module_runner("cpuidle_qos", args, check=check, diff=diff)
 
 
-# Every captured machine's runs go through one ansible-playbook (conftest.run_batch: a task per
-# module call) instead of an ansible start per call; each machine keeps its own test and verdict.
-# Between the module runs, plain commands look at the tree: the files changed since a marker made
-# before the playbook (check mode must change none), and every disable file set to 1.
+# Every captured machine's runs are forked as the AnsiballZ wrapper runs a module (conftest.run_batch
+# via tests/forkrun.py: 216 module runs cost 196 s as tasks of one ansible-playbook, about 30 s
+# forked); each machine keeps its own test and verdict. Between the module runs, plain commands
+# look at the tree: the files changed since a marker made before the first run (check mode must
+# change none), and every disable file set to 1. test_thesis_measurements_through_ansible runs
+# its calls through ansible-playbook.
 _EVERY: dict = {}
 
 
@@ -45,7 +47,7 @@ def every_machine(tmp_path_factory):
                   {"module": "cpuidle_qos", "args": args}, look(root),
                   {"module": "cpuidle_qos", "args": args},
                   {"module": "cpuidle_qos", "args": {"sysfs_root": str(root), "state": "absent"}}]
-    results = run_batch(calls, base)
+    results = run_batch(calls, base, via="fork")
     for dataset, r in roots.items():
         r["results"] = results[r["first"]:r["first"] + 6]
     _EVERY.update(roots)
@@ -72,14 +74,14 @@ def test_budget_on_every_machine(dataset, tmp_path_factory):
 @pytest.mark.parametrize("dataset", ["ivbep1", "spr1", "rome0", "lnl0"])
 def test_budget_sequence(dataset, tmp_path):
     """Budgets changed in a row (server and client, Intel and AMD): each one exact, each
-    idempotent. One playbook: each budget applied, the disable files read, applied again."""
+    idempotent. Each budget applied, the disable files read, applied again."""
     root = materialize(dataset, tmp_path / "root")
     budgets = (100, 2, 50, None)
     calls = []
     for budget in budgets:
         args = {"sysfs_root": str(root), "max_latency_us": budget, "declared_latency_margin": 1.5}
         calls += [{"module": "cpuidle_qos", "args": args}, look(root), {"module": "cpuidle_qos", "args": args}]
-    results = run_batch(calls, tmp_path)
+    results = run_batch(calls, tmp_path, via="fork")
     for i, budget in enumerate(budgets):
         res, disabled, again = results[3 * i:3 * i + 3]
         assert not res.failed, res.get("msg")
