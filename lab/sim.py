@@ -97,8 +97,10 @@ WOL_PORT = 9
 POWER_FILES = {"state": "freeze mem\n", "mem_sleep": "s2idle [deep]\n",
                "disk": "[platform] shutdown reboot suspend test_resume\n",
                "pm_async": "1\n", "pm_freeze_timeout": "20000\n", "pm_print_times": "0\n",
-               "pm_debug_messages": "0\n", "wakeup_count": "0\n"}
-POWER_VERSION = "2"
+               "pm_debug_messages": "0\n", "wakeup_count": "0\n",
+               # the kernel's count of suspends (lab/simhost.py counts each wake as a success)
+               "suspend_stats/success": "0\n", "suspend_stats/fail": "0\n"}
+POWER_VERSION = "3"
 # Resume time of each host (seconds), drawn once per host: the sources measured 50 ms
 # (a Chromebook without its slow devices) to 11.6 s (a disk resumed synchronously).
 DEFAULT_RESUME = "loguniform:0.05:11"
@@ -318,6 +320,7 @@ def power_template(cfg: Settings) -> Path:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     for name, value in POWER_FILES.items():
+        (dest / name).parent.mkdir(exist_ok=True)
         (dest / name).write_text(value)
         (dest / name).chmod(0o644)
     stamp.write_text(POWER_VERSION)

@@ -17,7 +17,8 @@ host's hardware:
   S3 is. ``mem`` with ``mem_sleep`` on ``deep`` is S3, anything else suspend to idle.
 * wake: a magic packet (UDP, to the fleet's broadcast address) naming this host's MAC, while
   it sleeps. After the host's resume time (drawn once per host by lab/sim.py from the
-  configured distribution) the cgroup thaws and the link comes up.
+  configured distribution) the suspend is counted (``/sys/power/suspend_stats/success``, as the
+  kernel counts it), the cgroup thaws and the link comes up.
 * boot: after a power-on (not the first, at ``sim up``) the host answers after its boot time
   (``boot_s``); the chassis is on meanwhile.
 * Wake-on-LAN from soft-off: ``simhost.py --standby HOSTS_DIR`` (one per simulator) is the
@@ -307,9 +308,19 @@ class Host:
 
     def wake(self, why: str) -> None:
         self.wake_at = None
+        self.count_suspend()
         self.link(True)
         self.freeze(False)
         self.record("on", why)
+
+    def count_suspend(self) -> None:
+        """A completed suspend, counted as the kernel counts it (/sys/power/suspend_stats/success),
+        before the host's processes run again."""
+        if self.proc is None:
+            return
+        path = Path("/proc/%d/root/sys/power/suspend_stats/success" % self.proc.pid)
+        with contextlib.suppress(OSError, ValueError):
+            path.write_text("%d\n" % (int(path.read_text().strip() or 0) + 1))
 
     # -- BMC -----------------------------------------------------------------------------------
     def connect_vm(self) -> None:

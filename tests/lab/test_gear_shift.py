@@ -541,3 +541,35 @@ def test_host_that_cannot_suspend_fails_at_once_and_the_shift_stops(all_running,
         assert lab.ssh(name, "test ! -e %s && test ! -e /run/fleetnap/park-mem_sleep" % PARK_DROP_IN,
                        check=False).returncode == 0, name
         assert st["hosts"][name]["state"] == "on"
+
+
+def test_a_parked_host_woken_by_hand_puts_its_sleep_policy_back_by_itself(all_running):
+    """gear_member's S3 park with its resume hook, on a guest whose in-service policy selects
+    s2idle: parked in S3 (QEMU: suspended), woken by hand outside any shift (QMP system_wakeup),
+    and then, with no command from the controller, the hook has put mem_sleep back, removed the
+    park's drop-in and itself, and the kernel counted the suspend."""
+    lab = all_running
+    name = "lab4"
+    look = ("cat /sys/power/suspend_stats/success /sys/power/mem_sleep; "
+            "ls /run/fleetnap /run/systemd/sleep.conf.d 2>/dev/null | grep -c . || true")
+    try:
+        lab.ssh(name, "echo s2idle > /sys/power/mem_sleep")
+        before = lab.ssh(name, look).stdout.split("\n")
+        assert before[1] == "[s2idle] deep" and before[2] == "0", before
+        cmd = [str(Path(sys.executable).parent / "ansible"), "-i", str(REPO / "inventories/lab"), name, "-b",
+               "-m", "ansible.builtin.include_role", "-a", "name=gear_member",
+               "-e", "gear_member_action=down", "-e", "gear_member_power_ok=true"]
+        env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=600)
+        assert proc.returncode == 0, why(proc)
+        assert power_of(lab, name) == "suspended"
+        assert lab.restore(name) == "suspended"         # by hand: no shift, no Ansible
+        # The hook polls the count once a second after the wake; then it is done.
+        lab.wait_for("%s's resume hook to finish" % name, lambda: lab.ssh(name, look).stdout.split("\n")[2] == "0", 30)
+        after = lab.ssh(name, look).stdout.split("\n")
+        assert int(after[0]) == int(before[0]) + 1, (before, after)
+        assert after[1] == "[s2idle] deep", after
+        log = lab.ssh(name, "journalctl -o cat -u fleetnap-park-resume.service --no-pager").stdout
+        assert "fleetnap park: woken" in log and "unparked: mem_sleep s2idle" in log, log
+    finally:
+        lab.ssh(name, "echo deep > /sys/power/mem_sleep", check=False)

@@ -389,3 +389,40 @@ def test_down_stops_every_bmc_and_power_program(psim):
     assert not any(Path(d).exists() for d in dirs)
 
 
+
+
+def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_itself(psim, tmp_path):
+    """gear_member's S3 park on a host without systemd: the park's resume hook (a detached shell)
+    writes the state itself and waits for the kernel's count of suspends to move; a magic packet
+    sent by hand, outside any shift, wakes the host, and with no command from the controller the
+    host's in-service mem_sleep (s2idle) is back, the park's record and the hook are gone."""
+    host = sorted(psim.hosts())[1]
+    look = "cat /sys/power/suspend_stats/success /sys/power/mem_sleep; ls -A /run/fleetnap 2>/dev/null | wc -l"
+    assert ssh(psim, host, "echo s2idle > /sys/power/mem_sleep").returncode == 0
+    before = wait("the kernel's view of s2idle", lambda: (lambda o: o[1].startswith("[s2idle]") and o)(
+        ssh(psim, host, look).stdout.split("\n")), timeout=10)
+    play = tmp_path / "park.yml"
+    play.write_text("""
+- hosts: %s
+  gather_facts: false
+  tasks:
+    - name: Park
+      ansible.builtin.include_role:
+        name: gear_member
+      vars:
+        gear_member_action: down
+        gear_member_power_ok: true
+""" % host)
+    logged = len(psim.power_log(host))
+    proc = psim.playbook(str(play))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert last(psim, host)["state"] == "S3"
+    magic_packet(psim, host)                            # by hand: no shift, no role
+    wait("%s to answer" % host, lambda: answers(psim.hosts()[host]["ip"]), timeout=60)
+    after = wait("the resume hook to finish", lambda: (lambda o: o[2] == "0" and o)(
+        ssh(psim, host, look).stdout.split("\n")), timeout=15)
+    assert int(after[0]) == int(before[0]) + 1, (before, after)
+    assert after[1].startswith("[s2idle]"), after
+    states = [r["state"] for r in psim.power_log(host)[logged:]]
+    assert states == ["S3", "on"], states
+    assert ssh(psim, host, "echo deep > /sys/power/mem_sleep").returncode == 0

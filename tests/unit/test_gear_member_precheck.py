@@ -34,6 +34,11 @@ VARIANTS = [("deep", "252", False), ("any", "252", False), ("deep", "256", False
             ("deep", "252", True), ("deep", "256", True), ("any", "252", True),
             ("deep", "kernel", False), ("any", "kernel", False), ("deep", "kernel", True)]
 UNPARK = ROLE / "templates" / "unpark.sh.j2"
+# The park's resume hook, run in the foreground with what it printed kept; its suspend: the success
+# count moves (HOOK_SUSPEND_WITH decides: success, fail, or none for a suspend that never happens).
+HOOK_START = "/bin/sh $K/park-resume 2>$R/hook.err; echo HOOKED rc=$?"    # no quotes: the lookup keeps their escapes
+HOOK_SUSPEND = ("case ${FLEETNAP_TEST_SUSPEND:-success} in none) ;; *) f=$S/${FLEETNAP_TEST_SUSPEND:-success}; "
+                "echo $(( $(cat $f) + 1 )) > $f ;; esac")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +52,13 @@ def scripts(tmp_path_factory):
                  "__gear_member_precheck_init": "kernel" if kernel else "systemd",
                  "gear_member_suspend_mode": mode, "__gear_member_suspend_command": "echo SCHEDULED",
                  "__gear_member_kernel_suspend_command": "echo SCHEDULED $use",
-                 "gear_member_park_ignores_sleep_policy": park}
+                 "gear_member_park_ignores_sleep_policy": park,
+                 # The resume hook (where suspend_stats exists) runs in the foreground here; its
+                 # "suspend" is the kernel's count of completed suspends moving by one.
+                 "__gear_member_park_start_command": HOOK_START,
+                 "__gear_member_kernel_park_start_command": HOOK_START,
+                 "__gear_member_park_suspend_command": HOOK_SUSPEND,
+                 "gear_member_resume_wait_s": 2, "gear_member_resume_restart": ["fleetnap-test.service", "b@x.service"]}
         lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
                        % (json.dumps(str(TEMPLATE)), json.dumps(tvars)))
     lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
@@ -82,9 +93,9 @@ def put(root: Path, path: str, text: str) -> Path:
     return target
 
 
-def sh(text):
+def sh(text, **env):
     return subprocess.run(["/bin/sh", "-c", text], capture_output=True, text=True, timeout=30,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+                          env=dict({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}, **env))
 
 
 def run(scripts, mode="deep", systemd="252"):
@@ -478,3 +489,88 @@ def test_the_kernel_suspend_command_writes_the_state_after_the_session_has_gone(
     while (power / "state").read_text() != "mem\n" and time.monotonic() < end:
         time.sleep(0.05)
     assert (power / "state").read_text() == "mem\n"
+
+
+# The park's resume hook: where the kernel counts its suspends (/sys/power/suspend_stats), the park
+# writes /run/fleetnap/park-resume and starts it instead of the suspend; the hook suspends, waits
+# for the count to move, and puts the in-service policy back by itself.
+
+def with_suspend_stats(root: Path) -> Path:
+    stats = root / "sys/power/suspend_stats"
+    stats.mkdir()
+    for name in ("success", "fail"):
+        (stats / name).write_text("7\n")
+    return stats
+
+
+def fake_systemctl(tmp_path: Path) -> tuple:
+    """A systemctl that logs its arguments (the hook restarts services with it)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "systemctl.log"
+    tool = bindir / "systemctl"
+    tool.write_text('#!/bin/sh\necho "$*" >> %s\n' % log)
+    tool.chmod(0o755)
+    return "%s:%s" % (bindir, os.environ.get("PATH", "/usr/bin:/bin")), log
+
+
+@pytest.mark.parametrize("systemd", ["252", "256"])
+def test_the_resume_hook_suspends_and_on_the_wake_puts_the_policy_back_and_restarts_services(scripts, systemd,
+                                                                                            tmp_path):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    path = put(root, DROP_IN, drop_in_text("s2idle"))
+    stats = with_suspend_stats(root)
+    path_env, log = fake_systemctl(tmp_path)
+    proc = sh(scripts[1][("deep", systemd, True)], PATH=path_env)
+    assert proc.returncode == 0 and proc.stdout.endswith("HOOKED rc=0\n"), (proc.stdout, proc.stderr)
+    # The hook's own output: the wake, what it put back, the services it restarted.
+    err = (root / "hook.err").read_text()
+    assert "fleetnap park: woken" in err and "could not" not in err, err
+    assert "unparked: mem_sleep s2idle" in proc.stdout, proc.stdout
+    assert (stats / "success").read_text() == "8\n"
+    assert log.read_text() == "restart fleetnap-test.service\nrestart b@x.service\n"
+    # Everything as before the park: the policy's mem_sleep, no park drop-in, no record, no hook, no directories.
+    assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n"
+    assert path.read_text() == drop_in_text("s2idle")
+    assert not (root / "run/fleetnap").exists() and not (root / "run/systemd/sleep.conf.d").exists()
+
+
+@pytest.mark.parametrize("outcome,said", [("fail", "the suspend failed"), ("none", "no suspend within 2 s awake")])
+def test_a_failed_or_missing_suspend_puts_the_policy_back_too(scripts, outcome, said, tmp_path):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    with_suspend_stats(root)
+    path_env, _log = fake_systemctl(tmp_path)
+    proc = sh(scripts[1][("deep", "252", True)], PATH=path_env, FLEETNAP_TEST_SUSPEND=outcome)
+    assert proc.returncode == 0 and proc.stdout.endswith("HOOKED rc=0\n"), (proc.stdout, proc.stderr)
+    assert said in (root / "hook.err").read_text()
+    assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n" and not (root / "run/fleetnap").exists()
+
+
+def test_verify_stops_a_hook_still_waiting_and_puts_the_policy_back(scripts, tmp_path):
+    """The controller's unpark (verify, a host parked by an older fleetnap) finds a hook that is
+    still waiting: it stops it, then does what the hook would have done."""
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    with_suspend_stats(root)
+    hook = root / "run/fleetnap/park-resume"
+    waiting = subprocess.Popen(["sleep", "60"])
+    try:
+        # The park as it stands while its hook waits: record, drop-in, the hook and its pid file.
+        put(root, PARK_KEPT, "s2idle\n")
+        put(root, PARK_DROP_IN, "[Sleep]\nSuspendState=mem\n")
+        (root / "sys/power/mem_sleep").write_text("deep\n")
+        put(root, "run/fleetnap/park-resume", "# hook\n")
+        put(root, "run/fleetnap/park-resume.pid", "%d\n" % waiting.pid)
+        proc = sh(scripts[1]["unpark"])
+        assert proc.returncode == 0 and proc.stdout.startswith("unparked: stopped the resume hook, mem_sleep s2idle")
+        assert waiting.wait(timeout=10) == -15
+        assert not hook.exists() and not (root / PARK_DROP_IN).exists()
+        assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n"
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+
+
+def test_without_suspend_stats_the_park_suspends_as_before(scripts):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    scheduled(park(scripts, "deep", "252"))
+    assert not (root / "run/fleetnap/park-resume").exists()
