@@ -8,13 +8,19 @@ when the emulator reports the system On, as a server boots when its BMC powers i
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import run_module
+from conftest import REPO, run_module
 from redfishtools import Emulator, free_port, make_pki
 
 USER = "fleetadm"
@@ -95,3 +101,44 @@ def test_a_redfish_method_needs_a_redfish_bmc(emu, pki, tmp_path):
     res = run_module("gear_wave", {"action": "up", "rate_limit_dir": str(tmp_path / "rl"),
                                    "hosts": [host(emu, pki, free_port(), up_methods=["ipmi"])]})
     assert res.get("failed") and "rf2 wakes by ipmi but its BMC speaks redfish" in res["msg"], res
+
+
+def test_the_gear_member_role_wakes_a_host_by_redfish(emu, pki, tmp_path):
+    """gear_member's up on its own (issue 35: its wake is the wave's), with the methods the README
+    gives a Redfish host, [wol, redfish]: no magic packet wakes this one (no MAC is listening), so
+    the BMC powers it on, the next boot set to the disk once; the role's result says so."""
+    emu.set_power(NODE["uuid"], "Off")
+    port = free_port()
+    out = tmp_path / "result.json"
+    play = tmp_path / "up.yml"
+    play.write_text(yaml.safe_dump([{
+        "hosts": "rf2", "gather_facts": False,
+        "tasks": [{"ansible.builtin.include_role": {"name": "gear_member"},
+                   "vars": {"gear_member_action": "up", "gear_member_power_ok": True, "gear_member_wol_timeout_s": 3,
+                            "gear_member_ipmi_timeout_s": 60, "gear_member_observed_silent": True}},
+                  {"ansible.builtin.copy": {"content": "{{ gear_member_result | to_json }}", "dest": str(out),
+                                            "mode": "0644"}, "delegate_to": "localhost"}]}]))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"rf2": {
+        "ansible_host": "127.0.0.1", "ansible_port": port, "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "fleetnap_power_methods": ["wol", "redfish"], "fleetnap_wol_macs": ["52:54:00:00:0b:01"],
+        "fleetnap_wol_address": "127.255.255.255", "fleetnap_wol_port": free_port(),
+        "fleetnap_bmc_address": "127.0.0.1", "fleetnap_bmc_port": emu.port, "fleetnap_bmc_user": USER,
+        "fleetnap_bmc_protocol": "redfish", "fleetnap_bmc_ca_path": str(pki["ca"])}}}}))
+    booted = BootsWhenOn(emu, port)
+    booted.start()
+    try:
+        proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(play)],
+                              capture_output=True, text=True, timeout=300, cwd=str(REPO),
+                              env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                                       FLEETNAP_BMC_PASSWORD=PASSWORD))
+    finally:
+        booted.stop.set()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["ok"] and r["method"] == "redfish" and r["state"] == "on", r
+    assert [a["method"] for a in r["attempts"]] == ["wol", "redfish"] and not r["attempts"][0]["ok"], r
+    assert "next boot from Hdd" in r["attempts"][1]["report"], r
+    assert emu.power_state(NODE["uuid"]) == "On"
+    assert PASSWORD not in proc.stdout + proc.stderr
