@@ -281,6 +281,8 @@ hosts:
     - A host powered on by its BMC with O(hosts[].event_log) has C(bmc_events), the BMC event log
       entries added since just before the power-on (C(id), C(created), C(message), C(severity)),
       when the log could be read.
+    - A host parked in S3 whose own suspend command said it installed the gear_member role's resume
+      hook (it puts its in-service sleep policy back itself on the wake) has C(resume_hook=true).
   returned: always
   type: dict
   sample:

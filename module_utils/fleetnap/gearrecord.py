@@ -127,7 +127,13 @@ def outcome(plan, after, actions):
 
 
 def record(plan, after, actions, result, reason, started, finished, duration_s):
-    """The state file's document (gear_shift_plan reads it as the previous shift's result)."""
+    """The state file's document (gear_shift_plan reads it as the previous shift's result). A host
+    asleep at the end whose park in this shift installed gear_member's resume hook is marked
+    ``resume_hook`` (a mark kept from an earlier shift is in its row already)."""
+    hooked = set(a["host"] for a in actions if a.get("action") == "down" and a.get("ok") is True
+                 and a.get("resume_hook") is True)
+    hosts = dict((r["host"], dict(r, resume_hook=True) if r["host"] in hooked and r.get("state") == "asleep" else r)
+                 for r in after["rows"])
     return {
         "gear": after["current_gear"],
         "target_gear": plan["gear"],
@@ -142,7 +148,7 @@ def record(plan, after, actions, result, reason, started, finished, duration_s):
         "finished": finished,
         "duration_s": round(duration_s, 3),
         "planned": plan["rows"],
-        "hosts": dict((r["host"], r) for r in after["rows"]),
+        "hosts": hosts,
         "actions": actions,
     }
 

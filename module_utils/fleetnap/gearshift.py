@@ -318,7 +318,9 @@ def plan_from(hosts, replicas, gmin, gear=None, groups_on=None, day=None, state_
     if park_off_after_h is not None:
         tier = dict(parked=read_parked(state_file), now=now, park_off_after_s=park_off_after_h * 3600.0)
     out = plan_shift(hosts, replicas, gear, on, expected, **tier)
-    carry_since(out["rows"], read_states(state_file), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
+    previous = read_states(state_file)
+    carry_since(out["rows"], previous, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
+    out["unpark_hosts"] = unpark_hosts(out["rows"], previous)
     out["table"] = table(out["rows"])
     out["power_rows"] = power_state_rows(out["rows"])
     out["date"] = (day or dt_date.fromtimestamp(now)).isoformat()
@@ -433,7 +435,18 @@ def carry_since(rows, previous, now_text):
         h = previous.get(r["host"]) or {}
         same = h.get("state") == r["state"] and isinstance(h.get("since"), str)
         r["since"] = h["since"] if same else now_text
+        if same and r["state"] == "asleep" and h.get("resume_hook") is True:
+            r["resume_hook"] = True     # still parked with gear_member's resume hook
     return rows
+
+
+def unpark_hosts(rows, previous):
+    """The hosts of the wake phase (woken, or put back in service) whose park the controller must
+    undo after the wake: all but those the state file has parked with gear_member's resume hook,
+    which put their in-service sleep policy back themselves on the wake (an S3 park on a kernel
+    that counts its suspends). A host parked by an older fleetnap, or off, has no such mark."""
+    return [r["host"] for r in rows if (r["action"] == "up" or r.get("back"))
+            and (previous.get(r["host"]) or {}).get("resume_hook") is not True]
 
 
 def read_parked(path):

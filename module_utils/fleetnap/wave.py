@@ -59,6 +59,18 @@ def suspend_outcome(said, no_s3_fallback, has_bmc):
     return None, "unknown", "could not start the suspend (rc %s): %s" % (rc, detail[:300])
 
 
+# What gear_member's park prints when it installed its resume hook (templates/suspend.sh.j2).
+RESUME_HOOK_LINE = "parked with the resume hook "
+
+
+def resume_hook_in(said):
+    """True when the host's own suspend command said it parked with gear_member's resume hook
+    (the host puts its in-service sleep policy back itself on the wake)."""
+    if not isinstance(said, dict) or said.get("rc") != 0:
+        return False
+    return any(ln.strip().startswith(RESUME_HOOK_LINE) for ln in str(said.get("stdout") or "").splitlines())
+
+
 class WaveError(Exception):
     """One host's step failed (the message is that step's report)."""
 
@@ -315,8 +327,11 @@ class Wave(object):
         # seconds from the suspend command (given by the caller) or the BMC command to the silence
         since = h.get("since")
         wait = took + (max(0.0, self.wall() - since - (self.clock() - t0)) if since else 0.0)
-        return self._result(h, "down", True, method, "asleep" if method == "suspend" else "off", attempts,
-                            wait, t0, ("%s; " % note if note else "") + "silent %s s after %s" % (round(wait, 3), method))
+        out = self._result(h, "down", True, method, "asleep" if method == "suspend" else "off", attempts,
+                           wait, t0, ("%s; " % note if note else "") + "silent %s s after %s" % (round(wait, 3), method))
+        if method == "suspend" and resume_hook_in(h.get("said")):
+            out["resume_hook"] = True
+        return out
 
     def _bmc_down(self, h, method):
         bmc = h.get("bmc")

@@ -164,6 +164,17 @@ def all_running(lab):
     _restore_all(lab)
 
 
+def task_results(stdout, task):
+    """host -> ok / changed / skipping / failed / fatal, as the default callback printed TASK [task]."""
+    out, inside = {}, False
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            inside = line.startswith("TASK [%s]" % task)
+        elif inside and line.split(":", 1)[0] in ("ok", "changed", "skipping", "failed", "fatal") and "[" in line:
+            out[line.split("[", 1)[1].split("]", 1)[0].split(" ")[0]] = line.split(":", 1)[0]
+    return out
+
+
 def assert_no_red(proc):
     """A shift where every step went as planned prints no failure: hosts that are asleep or off
     by plan are observations (ok), not 'fatal: ... ...ignoring'."""
@@ -291,7 +302,14 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, controlle
     assert sorted(acts) == down and all(a["ok"] and a["method"] == "wol" for a in acts.values())
     for name in ALL:   # every host verified, for real
         assert lab.ssh(name, "systemctl is-system-running || true").stdout.strip() in ("running", "degraded")
+    # Each parked host put its in-service policy back itself (its park's resume hook, on the wake):
+    # the controller's unpark was skipped for every one, and nothing of the park is left.
+    unpark = task_results(proc.stdout, "gear_member : Put the in-service sleep policy back after an S3 park "
+                                       "(nothing to do otherwise)")
+    assert sorted(unpark) == down and set(unpark.values()) == {"skipping"}, unpark
     for name in down:  # back on the in-service policy its profile set: mem_sleep, drop-in, no park leftovers
+        lab.wait_for("%s's resume hook" % name, lambda: lab.ssh(
+            name, "test ! -e /run/fleetnap/park-resume", check=False).returncode == 0, 30)
         assert lab.ssh(name, POLICY).stdout == policy[name], name
     events = [line.split() for line in hooks.read_text().splitlines()]
     undrained = [e[2] for e in events if e[1] == "undrain"]
@@ -523,14 +541,17 @@ def test_host_that_cannot_suspend_fails_at_once_and_the_shift_stops(all_running,
                 check=False)
     assert lab.ssh(victim, "systemctl is-enabled suspend.target || true").stdout.strip() != "masked"
 
-    # The hosts the failed shift parked are woken by hand (an operator, their BMC): they answer but
-    # still run with the park's runtime sleep settings. The next shift (gear 3) has nothing to
-    # wake; it puts them back in service (action back) and their park settings are gone. (A host
-    # the state file has parked has 0.5 s to greet by default; a TCG guest can take longer, and is
-    # then woken (a no-op) and put back the same way: 3 s here, so the test sees what it is about.)
+    # The hosts the failed shift parked are woken by hand (an operator, their BMC): each one's
+    # park resume hook puts its sleep settings back by itself, no command from the controller.
+    # The next shift (gear 3) has nothing to wake; it puts them back in service (action back:
+    # health, undrain) without undoing a park the hosts undid. (A host the state file has parked
+    # has 0.5 s to greet by default; a TCG guest can take longer, and is then woken (a no-op) and
+    # put back the same way: 3 s here, so the test sees what it is about.)
     for name in before:
         assert lab.restore(name) == "suspended", name
-        assert lab.ssh(name, "test -e %s" % PARK_DROP_IN, check=False).returncode == 0, name
+        lab.wait_for("%s's resume hook" % name, lambda: lab.ssh(
+            name, "test ! -e %s && test ! -e /run/fleetnap/park-resume" % PARK_DROP_IN,
+            check=False).returncode == 0, 30)
     proc = shift(lab, sd, "-e", "gear_shift_gear=3", "-e", "gear_shift_parked_probe_timeout_s=3")
     assert proc.returncode == 0, why(proc)
     assert "back in service" in proc.stdout

@@ -522,7 +522,8 @@ def test_the_resume_hook_suspends_and_on_the_wake_puts_the_policy_back_and_resta
     stats = with_suspend_stats(root)
     path_env, log = fake_systemctl(tmp_path)
     proc = sh(scripts[1][("deep", systemd, True)], PATH=path_env)
-    assert proc.returncode == 0 and proc.stdout.endswith("HOOKED rc=0\n"), (proc.stdout, proc.stderr)
+    assert proc.returncode == 0 and "HOOKED rc=0\n" in proc.stdout, (proc.stdout, proc.stderr)
+    assert proc.stdout.endswith("\nparked with the resume hook %s/run/fleetnap/park-resume\n" % root), proc.stdout
     # The hook's own output: the wake, what it put back, the services it restarted.
     err = (root / "hook.err").read_text()
     assert "fleetnap park: woken" in err and "could not" not in err, err
@@ -541,7 +542,8 @@ def test_a_failed_or_missing_suspend_puts_the_policy_back_too(scripts, outcome, 
     with_suspend_stats(root)
     path_env, _log = fake_systemctl(tmp_path)
     proc = sh(scripts[1][("deep", "252", True)], PATH=path_env, FLEETNAP_TEST_SUSPEND=outcome)
-    assert proc.returncode == 0 and proc.stdout.endswith("HOOKED rc=0\n"), (proc.stdout, proc.stderr)
+    assert proc.returncode == 0 and "HOOKED rc=0\n" in proc.stdout, (proc.stdout, proc.stderr)
+    assert proc.stdout.endswith("\nparked with the resume hook %s/run/fleetnap/park-resume\n" % root), proc.stdout
     assert said in (root / "hook.err").read_text()
     assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n" and not (root / "run/fleetnap").exists()
 

@@ -76,6 +76,22 @@ def test_record_history_line_and_report():
     assert lines[-1] == "  state: /x/state.json"
 
 
+def test_a_host_parked_with_the_resume_hook_is_marked_in_the_state_file():
+    """The next shift's plan leaves its unpark to the host (gearshift.unpark_hosts): the mark comes
+    from this shift's down action; a failed park or a host no longer asleep gets none."""
+    plan, after, actions = shift_down()
+    down = [a for a in actions if a["action"] == "down"]
+    hooked, plain = down[0]["host"], down[1]["host"]
+    actions = [dict(a, resume_hook=True) if a["host"] == hooked else a for a in actions]
+    rec = gr.record(plan, after, actions, "ok", "", "2026-11-25T10:00:00+00:00", "2026-11-25T10:00:30+00:00", 30.0)
+    assert rec["hosts"][hooked]["resume_hook"] is True and rec["hosts"][hooked]["state"] == "asleep"
+    assert "resume_hook" not in rec["hosts"][plain]
+    assert not any(r.get("resume_hook") for r in after["rows"])       # the rows given are not changed
+    failed = [dict(a, ok=False) if a["host"] == hooked else a for a in actions]
+    rec = gr.record(plan, after, failed, "failed", "", "2026-11-25T10:00:00+00:00", "2026-11-25T10:00:30+00:00", 30.0)
+    assert "resume_hook" not in rec["hosts"][hooked]
+
+
 @pytest.mark.parametrize("mutate,words", [
     (lambda p, a, x: p.pop("rows"), "option plan: needs gear_shift_plan's"),
     (lambda p, a, x: p.update(result="fine"), "option plan.result: 'fine' is not one of"),

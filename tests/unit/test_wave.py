@@ -13,7 +13,7 @@ import time
 import pytest
 
 from ansible.module_utils.fleetnap.ipmi import IpmiError
-from ansible.module_utils.fleetnap.wave import Probe, Wave
+from ansible.module_utils.fleetnap.wave import Probe, Wave, resume_hook_in
 
 
 class FakeHost:
@@ -326,8 +326,24 @@ def test_park_reads_what_each_host_said():
     assert r["ok"] and r["method"] == "soft" and r["state"] == "off" and bmc_nos3.commands[:2] == ["status", "soft"]
     assert r["msg"].startswith("cannot suspend: /sys/power/state offers [freeze], not mem [no S3 on this host]: "
                                "parked by soft through the BMC instead; silent ")
-    assert out["fine"]["ok"] and out["fine"]["state"] == "asleep"
+    assert out["fine"]["ok"] and out["fine"]["state"] == "asleep" and "resume_hook" not in out["fine"]
     refused.down()
+
+
+def test_a_park_with_the_resume_hook_says_so_in_its_result():
+    """gear_member's park prints a line when it installed its resume hook (the host puts its
+    sleep policy back itself on the wake): the park's result carries resume_hook for the record."""
+    hooked, plain = FakeHost(up=True), FakeHost(up=True)
+    hooked.down(after=0.1)
+    plain.down(after=0.1)
+    w, _ = wave(down_timeout=1.0)
+    line = "parked with the resume hook /run/fleetnap/park-resume\n"
+    out = w.park([entry("hooked", hooked, down_method="suspend", since=time.time(), said={"rc": 0, "stdout": line}),
+                  entry("plain", plain, down_method="suspend", since=time.time(), said={"rc": 0, "stdout": ""})])
+    assert out["hooked"]["ok"] and out["hooked"]["resume_hook"] is True
+    assert out["plain"]["ok"] and "resume_hook" not in out["plain"]
+    assert resume_hook_in({"rc": 0, "stdout": line}) and not resume_hook_in({"rc": 3, "stdout": line})
+    assert not resume_hook_in(None) and not resume_hook_in({"rc": 0, "stdout": "cannot suspend: x " + line})
 
 
 class SafeBmc(FakeBmc):
