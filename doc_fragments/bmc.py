@@ -11,10 +11,14 @@ class ModuleDocFragment(object):
     # ports differ (UDP 623, TCP 443) and stay in the modules.
     DOCUMENTATION = r"""
 options:
-  bmc_host:
-    description: Address or name of the BMC.
+  bmc_address:
+    description:
+      - Address or name of the BMC, as the host's record has it (C(fleetnap_bmc_address)) and as every fleetnap
+        module that takes a BMC names it.
+      - The alias C(bmc_host), its former name, is deprecated and will be removed in 1.0.0.
     type: str
     required: true
+    aliases: [bmc_host]
   bmc_user:
     description: User the module logs in to the BMC as.
     type: str

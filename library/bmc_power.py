@@ -114,7 +114,7 @@ notes:
 EXAMPLES = r"""
 - name: Power a gear group down gracefully, hard off after 5 minutes
   bmc_power:
-    bmc_host: "{{ fleetnap_bmc_host }}"
+    bmc_address: "{{ fleetnap_bmc_address }}"
     bmc_user: "{{ fleetnap_bmc_user }}"
     bmc_password: "{{ fleetnap_bmc_password }}"
     state: soft
@@ -125,7 +125,7 @@ EXAMPLES = r"""
 
 - name: Read the power state, password from the controller's environment (never a task's environment:)
   bmc_power:
-    bmc_host: 10.0.40.17
+    bmc_address: 10.0.40.17
     bmc_user: admin
     bmc_password: "{{ lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD') }}"
   delegate_to: localhost
@@ -133,7 +133,7 @@ EXAMPLES = r"""
 
 - name: Power on
   bmc_power:
-    bmc_host: 10.0.40.17
+    bmc_address: 10.0.40.17
     bmc_user: admin
     bmc_password: "{{ vault_bmc_password }}"
     state: on
@@ -204,7 +204,7 @@ from ansible.module_utils.fleetnap.validate import check_params, name, number, p
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
 CHECKS = {
-    "bmc_host": name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
+    "bmc_address": name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
     "bmc_port": number(lo=1, hi=65535, integer=True),
     "bmc_user": name(r"^[^\x00-\x1f]{1,64}$", "a user name of 1-64 printable characters"),
     "timeout": number(lo=0, lo_open=True, hi=3600),
@@ -223,7 +223,9 @@ TARGET = {"on": "on", "off": "off", "soft": "off", "cycle": "on"}
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            bmc_host=dict(type="str", required=True),
+            bmc_address=dict(type="str", required=True, aliases=["bmc_host"],
+                             deprecated_aliases=[dict(name="bmc_host", version="1.0.0",
+                                                      collection_name="fleetnap.power")]),
             bmc_port=dict(type="int", default=623),
             bmc_user=dict(type="str", required=True),
             bmc_password=dict(type="str", no_log=True),
@@ -254,7 +256,7 @@ def main():
         hint = unused_env_hint(("FLEETNAP_BMC_PASSWORD", "IPMI_PASSWORD"))
         module.fail_json(msg="no password for BMC %s:%d: give bmc_password, for example from the controller's "
                              "environment with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')%s"
-                             % (p["bmc_host"], p["bmc_port"], hint))
+                             % (p["bmc_address"], p["bmc_port"], hint))
 
     ipmitool = module.get_bin_path("ipmitool", required=True)
     timeout_bin = module.get_bin_path("timeout")  # coreutils; a hard bound on each ipmitool run
@@ -264,7 +266,7 @@ def main():
         return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
 
     try:
-        bmc = Bmc(runner, ipmitool, p["bmc_host"], p["bmc_port"], p["bmc_user"], p["bmc_password"],
+        bmc = Bmc(runner, ipmitool, p["bmc_address"], p["bmc_port"], p["bmc_user"], p["bmc_password"],
                   interface=p["interface"], cipher_suite=None if p["cipher_suite"] < 0 else p["cipher_suite"],
                   session_timeout=p["session_timeout"], session_retries=p["session_retries"],
                   min_interval=p["min_interval"], retries=p["retries"], state_dir=p["rate_limit_dir"],

@@ -174,9 +174,9 @@ wake_phase_hosts:
   elements: str
 unpark_hosts:
   description:
-    - The hosts of RV(wake_phase_hosts) whose park the controller undoes after the wake (gear_member's C(back)):
-      all but those O(state_file) has parked with gear_member's resume hook (C(resume_hook)), which put their
-      in-service sleep policy back themselves on the wake.
+    - The hosts of RV(wake_phase_hosts) whose park the controller undoes after the wake (gear_member's C(back)),
+      that is all but those O(state_file) has parked with gear_member's resume hook (C(resume_hook)), which put
+      their in-service sleep policy back themselves on the wake.
   returned: success
   type: list
   elements: str

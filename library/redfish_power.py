@@ -84,7 +84,7 @@ options:
     default: 2
   validate_certs:
     description:
-      - Verify the BMC's TLS certificate and that it names O(bmc_host). Set V(false) in a lab only.
+      - Verify the BMC's TLS certificate and that it names O(bmc_address). Set V(false) in a lab only.
     type: bool
     default: true
   ca_path:
@@ -152,7 +152,7 @@ seealso:
 EXAMPLES = r"""
 - name: Power a host on through Redfish, booting from disk once (the default)
   redfish_power:
-    bmc_host: "{{ fleetnap_bmc_host }}"
+    bmc_address: "{{ fleetnap_bmc_address }}"
     bmc_user: "{{ fleetnap_bmc_user }}"
     bmc_password: "{{ lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD') }}"
     ca_path: /etc/fleetnap/bmc-ca.pem
@@ -163,7 +163,7 @@ EXAMPLES = r"""
 
 - name: Shut a gear group down gracefully, hard off after 5 minutes, with the SEL's new warnings
   redfish_power:
-    bmc_host: "{{ fleetnap_bmc_host }}"
+    bmc_address: "{{ fleetnap_bmc_address }}"
     bmc_user: "{{ fleetnap_bmc_user }}"
     bmc_password: "{{ vault_bmc_password }}"
     ca_path: /etc/fleetnap/bmc-ca.pem
@@ -175,7 +175,7 @@ EXAMPLES = r"""
 
 - name: Read the state of one node of a multi-node enclosure
   redfish_power:
-    bmc_host: 10.0.40.17
+    bmc_address: 10.0.40.17
     bmc_user: admin
     bmc_password: "{{ vault_bmc_password }}"
     ca_path: /etc/fleetnap/bmc-ca.pem
@@ -294,7 +294,7 @@ from ansible.module_utils.fleetnap.validate import ParamError, check_params, nam
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
 CHECKS = {
-    "bmc_host": name(r"^(?!-)[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
+    "bmc_address": name(r"^(?!-)[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
     "bmc_port": number(lo=1, hi=65535, integer=True),
     "bmc_user": name(r"^[^\x00-\x1f\x7f]{1,256}$", "a user name of 1-256 printable characters"),
     "system_id": name(r"^[A-Za-z0-9_.:@+-]{1,255}$", "a Redfish system Id (letters, digits, _ . : @ + -)"),
@@ -419,7 +419,9 @@ def act(module, client, result):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            bmc_host=dict(type="str", required=True),
+            bmc_address=dict(type="str", required=True, aliases=["bmc_host"],
+                             deprecated_aliases=[dict(name="bmc_host", version="1.0.0",
+                                                      collection_name="fleetnap.power")]),
             bmc_port=dict(type="int", default=443),
             bmc_user=dict(type="str", required=True),
             bmc_password=dict(type="str", no_log=True),
@@ -457,12 +459,12 @@ def main():
         hint = unused_env_hint(("FLEETNAP_BMC_PASSWORD", "REDFISH_PASSWORD"))
         module.fail_json(msg="no password for BMC %s:%d: give bmc_password, for example from the controller's "
                              "environment with lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD')%s"
-                             % (p["bmc_host"], p["bmc_port"], hint))
+                             % (p["bmc_address"], p["bmc_port"], hint))
     if p["ca_path"] and not p["validate_certs"]:
         module.warn("ca_path is not used: validate_certs is false, the BMC's certificate is not checked")
 
     try:
-        client = Redfish(p["bmc_host"], p["bmc_port"], p["bmc_user"], p["bmc_password"], system_id=p["system_id"],
+        client = Redfish(p["bmc_address"], p["bmc_port"], p["bmc_user"], p["bmc_password"], system_id=p["system_id"],
                          validate_certs=p["validate_certs"], ca_path=p["ca_path"],
                          request_timeout=p["request_timeout"], retries=p["retries"], min_interval=p["min_interval"],
                          state_dir=p["rate_limit_dir"], task_timeout=p["timeout"])

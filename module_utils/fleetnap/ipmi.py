@@ -64,7 +64,7 @@ class IpmiError(Exception):
 def validate_target(host, port, user, interface="lanplus"):
     """Raise ValueError naming the bad value (before anything is sent)."""
     if not host or not isinstance(host, str) or any(c.isspace() for c in host) or host.startswith("-"):
-        raise ValueError("bmc_host %r is not a host name or address" % (host,))
+        raise ValueError("bmc_address %r is not a host name or address" % (host,))
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise ValueError("bmc_port %r is not a UDP port (1..65535; IPMI uses 623)" % (port,))
     if not user or not isinstance(user, str) or user.startswith("-") or len(user) > 16:
@@ -402,7 +402,7 @@ class Bmc(object):
                                 kind="command", rc=rc, stderr=err)
             if attempt < self.retries:
                 self.sleep(delays[attempt])
-        raise IpmiError("BMC %s did not answer '%s' after %d attempt(s): %s; check bmc_host/bmc_port, "
+        raise IpmiError("BMC %s did not answer '%s' after %d attempt(s): %s; check bmc_address/bmc_port, "
                         "that IPMI over LAN is enabled and that UDP %d is reachable"
                         % (self.target, " ".join(command), self.retries + 1, detail, self.port),
                         kind="unreachable", rc=rc, stderr=err)

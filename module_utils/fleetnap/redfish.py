@@ -90,7 +90,7 @@ class RedfishError(Exception):
 def validate_target(host, port, user):
     """Raise ValueError naming the bad value (before anything is sent)."""
     if not isinstance(host, str) or not _HOST_RE.match(host) or host.startswith("-"):
-        raise ValueError("bmc_host %r is not a host name or address" % (host,))
+        raise ValueError("bmc_address %r is not a host name or address" % (host,))
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise ValueError("bmc_port %r is not a TCP port (1..65535; Redfish uses 443)" % (port,))
     if not isinstance(user, str) or not user or len(user) > 256 or any(ord(c) < 32 for c in user):
@@ -477,7 +477,7 @@ class Redfish(object):
                                      "power state to know)" % exc, "unreachable", url=path)
                 if exc.kind != "unreachable" or attempt >= self.retries:
                     if exc.kind == "unreachable" and attempt:
-                        raise self._fail("%s (after %d attempts); check bmc_host/bmc_port and that the BMC's "
+                        raise self._fail("%s (after %d attempts); check bmc_address/bmc_port and that the BMC's "
                                          "Redfish service is up" % (exc, attempt + 1), "unreachable", url=path)
                     raise
                 self.sleep(delays[attempt])

@@ -29,7 +29,7 @@ def redfish_power(lab, name, *, verbose=False, **args):
     """fleetnap's redfish_power module against NAME's Redfish BMC (the lab's CA verifies it); the
     password comes from the controller's environment by a lookup, never on a command line. Returns
     (result, output); the password is in neither, nor in any process's argv while it runs."""
-    base = {"bmc_host": "127.0.0.1", "bmc_port": lab[name]["redfish_port"], "bmc_user": "admin",
+    base = {"bmc_address": "127.0.0.1", "bmc_port": lab[name]["redfish_port"], "bmc_user": "admin",
             "bmc_password": "{{ lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD') }}",
             "ca_path": str(REPO / "lab/state/redfish-ca.pem") if "ca_path" not in args else args.pop("ca_path")}
     base.update(args)

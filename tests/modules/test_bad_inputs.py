@@ -67,7 +67,7 @@ PM_CYCLE = [
     ("collect not a run id", {"collect": "../../etc"}, "collect must be the run_id"),
 ]
 
-BMC = {"bmc_host": "127.0.0.1", "bmc_port": 9, "bmc_user": "admin", "bmc_password": "Fn7-pw-c9e1b4",
+BMC = {"bmc_address": "127.0.0.1", "bmc_port": 9, "bmc_user": "admin", "bmc_password": "Fn7-pw-c9e1b4",
        "state": "status", "rate_limit_dir": "{tmp}/rl"}
 BMC_POWER = [
     ("read_power a word", dict(BMC, read_power="sometimes"), "read_power"),
@@ -84,7 +84,7 @@ BMC_POWER = [
     ("session_retries 0", dict(BMC, session_retries=0), "option session_retries: must be >= 1"),
     ("cipher_suite 99", dict(BMC, cipher_suite=99), "option cipher_suite: must be >= 0 and <= 17"),
     ("bmc_port 0", dict(BMC, bmc_port=0), "option bmc_port: must be >= 1 and <= 65535"),
-    ("bmc_host with a space", dict(BMC, bmc_host="bmc 1"), "option bmc_host: must be a host name or address"),
+    ("bmc_address with a space", dict(BMC, bmc_address="bmc 1"), "option bmc_address: must be a host name or address"),
     ("bmc_user with a newline", dict(BMC, bmc_user="admin\nroot"), "option bmc_user: must be a user name"),
     ("rate_limit_dir relative", dict(BMC, rate_limit_dir="cache/bmc"), "option rate_limit_dir: must be an absolute path"),
     ("state unknown", dict(BMC, state="reboot"), "state"),

@@ -12,7 +12,7 @@ import pytest
 
 from badinput import INF, NAN, assert_refused, case_params, run_table
 
-RF = {"bmc_host": "127.0.0.1", "bmc_port": 9, "bmc_user": "admin", "bmc_password": "Fn7-rf-bad-8c3d",
+RF = {"bmc_address": "127.0.0.1", "bmc_port": 9, "bmc_user": "admin", "bmc_password": "Fn7-rf-bad-8c3d",
       "state": "status", "rate_limit_dir": "{tmp}/rl", "retries": 0, "request_timeout": 1}
 REDFISH_POWER = [
     ("timeout nan", dict(RF, timeout=NAN), "option timeout: must be a finite number"),
@@ -34,10 +34,10 @@ REDFISH_POWER = [
     ("bmc_port 0", dict(RF, bmc_port=0), "option bmc_port: must be >= 1 and <= 65535"),
     ("bmc_port 70000", dict(RF, bmc_port=70000), "option bmc_port: must be >= 1 and <= 65535"),
     ("bmc_port text", dict(RF, bmc_port="https"), "bmc_port"),
-    ("bmc_host with a space", dict(RF, bmc_host="bmc 1"), "option bmc_host: must be a host name or address"),
-    ("bmc_host leading dash", dict(RF, bmc_host="-oProxyCommand=x"), "option bmc_host: must be a host name"),
-    ("bmc_host a URL", dict(RF, bmc_host="https://bmc1/redfish"), "option bmc_host: must be a host name"),
-    ("bmc_host empty", dict(RF, bmc_host=""), "option bmc_host: must be a host name or address"),
+    ("bmc_address with a space", dict(RF, bmc_address="bmc 1"), "option bmc_address: must be a host name or address"),
+    ("bmc_address leading dash", dict(RF, bmc_address="-oProxyCommand=x"), "option bmc_address: must be a host name"),
+    ("bmc_address a URL", dict(RF, bmc_address="https://bmc1/redfish"), "option bmc_address: must be a host name"),
+    ("bmc_address empty", dict(RF, bmc_address=""), "option bmc_address: must be a host name or address"),
     ("bmc_user empty", dict(RF, bmc_user=""), "option bmc_user: must be a user name"),
     ("bmc_user with a newline", dict(RF, bmc_user="admin\nroot"), "option bmc_user: must be a user name"),
     ("system_id with a slash", dict(RF, system_id="1/../../Managers"), "option system_id: must be a Redfish system Id"),

@@ -131,7 +131,7 @@ class Sim(object):
         return False
 
     def args(self, **kw):
-        a = {"bmc_host": "127.0.0.1", "bmc_port": self.port, "bmc_user": USER, "bmc_password": PASSWORD,
+        a = {"bmc_address": "127.0.0.1", "bmc_port": self.port, "bmc_user": USER, "bmc_password": PASSWORD,
              "min_interval": 0.2, "poll_interval": 0.5, "timeout": 20, "retries": 1, "session_timeout": 1,
              "rate_limit_dir": str(self.dir / "rl")}
         a.update(kw)
@@ -171,6 +171,18 @@ def test_status_reads_without_change(run, sim):
     res = run("bmc_power", sim.args(state="status"))
     assert not res.failed and not res.changed
     assert res["power"] == "off" and res["power_before"] == "off" and res["attempts"] == 1
+    assert_no_secret(res)
+
+
+def test_the_former_option_name_bmc_host_still_works_and_is_deprecated(run, sim):
+    """bmc_address is the one name for the BMC's address (as fleetnap_bmc_address); bmc_host, the
+    option's former name, is kept as an alias until 1.0.0 and says so."""
+    args = sim.args(state="status")
+    args["bmc_host"] = args.pop("bmc_address")
+    res = run("bmc_power", args)
+    assert not res.failed and res["power"] in ("on", "off"), res
+    said = [d.get("event", {}).get("msg", "") if isinstance(d, dict) else str(d) for d in res.get("deprecations", [])]
+    assert any("bmc_host" in m for m in said), res.get("deprecations")
     assert_no_secret(res)
 
 
@@ -310,7 +322,7 @@ def test_unreachable_bmc_fails_within_the_bound(run, sim):
 
 @pytest.mark.parametrize("args,match", [
     ({"bmc_port": 0}, "option bmc_port: must be >= 1 and <= 65535, got 0"),
-    ({"bmc_host": "-x"}, "bmc_host '-x'"),
+    ({"bmc_address": "-x"}, "bmc_address '-x'"),
     ({"timeout": 0}, "option timeout: must be > 0 and <= 3600, got 0"),
     ({"timeout": "nan"}, "option timeout: must be a finite number, got nan"),
     ({"timeout": "inf"}, "option timeout: must be a finite number, got inf"),

@@ -170,9 +170,9 @@ LOOKUP = "{{ lookup('ansible.builtin.env', 'FLEETNAP_BMC_PASSWORD') }}"
 
 def cases(tmp, pki, stubs, prom, greet_port):
     """(name, task, words) of the table; words: what the failure message says (None: succeeds)."""
-    ipmi = {"bmc_host": "127.0.0.1", "bmc_password": PASSWORD, "retries": 0, "min_interval": 0,
+    ipmi = {"bmc_address": "127.0.0.1", "bmc_password": PASSWORD, "retries": 0, "min_interval": 0,
             "rate_limit_dir": str(tmp / "rl")}
-    rf = {"bmc_host": "127.0.0.1", "bmc_user": USER, "bmc_password": PASSWORD, "ca_path": str(pki["ca"]),
+    rf = {"bmc_address": "127.0.0.1", "bmc_user": USER, "bmc_password": PASSWORD, "ca_path": str(pki["ca"]),
           "retries": 0, "min_interval": 0, "timeout": 5, "rate_limit_dir": str(tmp / "rl")}
     host = {"name": "h1", "address": "127.0.0.1", "port": 9, "bmc_address": "127.0.0.1", "bmc_user": "echo-err",
             "bmc_password": PASSWORD}

@@ -44,7 +44,7 @@ def emu(tmp_path_factory, pki):
 
 def args(emu_or_port, pki, **kw):
     port = emu_or_port if isinstance(emu_or_port, int) else emu_or_port.port
-    a = {"bmc_host": "127.0.0.1", "bmc_port": port, "bmc_user": USER, "bmc_password": PASSWORD,
+    a = {"bmc_address": "127.0.0.1", "bmc_port": port, "bmc_user": USER, "bmc_password": PASSWORD,
          "ca_path": str(pki["ca"]), "timeout": 30, "poll_interval": 0.5, "min_interval": 0, "retries": 1,
          "rate_limit_dir": str(pki["ca"].parent / "rl")}
     a.update(kw)

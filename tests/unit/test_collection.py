@@ -184,7 +184,7 @@ def test_ansible_doc_renders_every_module(built):
     # Options documented once in plugins/doc_fragments/ reach the modules that extend them, with
     # their references to sibling modules fully qualified.
     redfish = docs["%s.redfish_power" % FQ]["doc"]["options"]
-    assert redfish["bmc_host"]["required"] and redfish["min_interval"]["default"] == 0.25
+    assert redfish["bmc_address"]["required"] and redfish["min_interval"]["default"] == 0.25
     assert "M(%s.bmc_power)" % FQ in " ".join(redfish["rate_limit_dir"]["description"])
     assert docs["%s.gear_wave" % FQ]["doc"]["options"]["session_timeout"]["default"] == 2
     assert docs["%s.pm_debug" % FQ]["doc"]["options"]["sysfs_root"]["default"] == "/"

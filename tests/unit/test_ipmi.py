@@ -29,7 +29,7 @@ def test_argv_has_no_password_and_uses_env():
 
 
 @pytest.mark.parametrize("host,port,user,match", [
-    ("", 623, "admin", "bmc_host"), ("-oops", 623, "admin", "bmc_host"), ("a b", 623, "admin", "bmc_host"),
+    ("", 623, "admin", "bmc_address"), ("-oops", 623, "admin", "bmc_address"), ("a b", 623, "admin", "bmc_address"),
     ("h", 0, "admin", "bmc_port"), ("h", 70000, "admin", "bmc_port"), ("h", "623", "admin", "bmc_port"),
     ("h", 623, "", "bmc_user"), ("h", 623, "x" * 17, "bmc_user"),
 ])

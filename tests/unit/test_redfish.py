@@ -238,7 +238,7 @@ def test_requests_keep_min_interval_and_use_the_shared_rate_limit_file(emu, make
 
 
 @pytest.mark.parametrize("host,port,user,match", [
-    ("", 443, USER, "bmc_host"), ("-oops", 443, USER, "bmc_host"), ("a b", 443, USER, "bmc_host"),
+    ("", 443, USER, "bmc_address"), ("-oops", 443, USER, "bmc_address"), ("a b", 443, USER, "bmc_address"),
     ("h", 0, USER, "bmc_port"), ("h", 70000, USER, "bmc_port"), ("h", "443", USER, "bmc_port"),
     ("h", 443, "", "bmc_user"), ("h", 443, "a\nb", "bmc_user"),
 ])
