@@ -98,6 +98,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, parse
+from ansible.module_utils.fleetnap.gearshift import failure_wins
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path
 
 # \Z, not $: '$' also matches before a final newline, which let "n2\n" into the state file.
@@ -163,8 +164,9 @@ def decide(event, hosts, rows, results):
                 out[r["host"]] = "asleep" if (r.get("method") or "suspend") == "suspend" else "off"
         return out
     # A host may have two results (its wake, then what failed after it): a failure wins.
-    failed = set(res["host"] for res in results if res.get("ok") is not True)
-    for res in results:
+    merged = failure_wins(results)
+    failed = set(res["host"] for res in merged if res.get("ok") is not True)
+    for res in merged:
         h = res["host"]
         if h not in batch:
             continue

@@ -11,7 +11,7 @@ import os
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.energy import FIGURE_KEYS
-from ansible.module_utils.fleetnap.gearshift import observed_state, plan_from
+from ansible.module_utils.fleetnap.gearshift import failure_wins, observed_state, plan_from
 from ansible.module_utils.fleetnap.validate import ParamError
 
 RESULTS = ("ok", "degraded", "refused", "failed")
@@ -98,18 +98,8 @@ def woken_as_seen(observed, actions):
     return out
 
 
-def merge_actions(actions):
-    """One result per host and action, in the order first seen: a host's wake and what failed
-    after it (verification, health, undrain) are one failed action with the wave's details."""
-    out, at = [], {}
-    for a in actions:
-        key = (a["host"], a.get("action"))
-        if key not in at:
-            at[key] = len(out)
-            out.append(a)
-        elif not a["ok"] or out[at[key]]["ok"]:
-            out[at[key]] = dict(out[at[key]], **a) if not a["ok"] else a
-    return out
+# One result per host and action, a failure winning (gearshift.failure_wins).
+merge_actions = failure_wins
 
 
 def outcome(plan, after, actions):

@@ -440,6 +440,22 @@ def carry_since(rows, previous, now_text):
     return rows
 
 
+def failure_wins(results):
+    """One result per host and action, in the order first seen; where a host has several (its
+    wake, then what failed after it: verification, health, undrain), a failure wins and keeps
+    the wave's details. The one place this rule lives: the state file's marks (gear_state) and
+    the shift's record (gear_record) both read a host's outcome through it."""
+    out, at = [], {}
+    for a in results:
+        key = (a["host"], a.get("action"))
+        if key not in at:
+            at[key] = len(out)
+            out.append(a)
+        elif a.get("ok") is not True or out[at[key]].get("ok") is True:
+            out[at[key]] = dict(out[at[key]], **a) if a.get("ok") is not True else a
+    return out
+
+
 def unpark_hosts(rows, previous):
     """The hosts of the wake phase (woken, or put back in service) whose park the controller must
     undo after the wake: all but those the state file has parked with gear_member's resume hook,
