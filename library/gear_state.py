@@ -23,6 +23,11 @@ description:
     up is only "not expected to answer", which a later shift corrects by observing it.
   - V(after_down) keeps that mark for hosts that went down and puts C(on) back for hosts whose
     down failed while they stayed up. V(after_up) marks C(on) the hosts whose wake was verified.
+  - The stop rule of a shift. With O(shift), every failure of this shift's batches (a wake that
+    failed, a host that could not be parked, a drain hook that failed) is kept in the file's
+    C(in_progress) (C(shift), C(failed)); V(before_down) then answers RV(stop) with the reason and
+    writes nothing when any is there, so that no batch goes lower after a failure. Failures of
+    another shift (one killed before its record) never stop this one.
   - Hosts the event does not concern are left as they are. The file is written atomically (temp
     file, fsync, rename, directory fsync); the gear-shift lock makes this the only writer.
   - The file it reads must be a regular file in its directory (a link out of it, a FIFO, a device
@@ -59,6 +64,11 @@ options:
     type: list
     elements: dict
     default: []
+  shift:
+    description:
+      - The shift's identity (gear_shift passes its start time); the failures this call keeps and the
+        ones V(before_down) stops on are this shift's only. Without it no failure is kept and nothing stops.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -89,6 +99,17 @@ updated:
   returned: always
   type: dict
   sample: {lab2: asleep, lab5: asleep}
+stop:
+  description:
+    - With V(before_down) and O(shift), true when an earlier batch of this shift failed; then nothing was written
+      and no host of this batch may be put down.
+  returned: always
+  type: bool
+reason:
+  description: Why RV(stop) is true (each failed host and what failed); empty otherwise.
+  returned: always
+  type: str
+  sample: "lab2: up failed (did not come back: wol: did not become answering within 90 s)"
 """
 
 import errno
@@ -103,7 +124,7 @@ from ansible.module_utils.fleetnap.validate import ParamError, check_params, nam
 
 # \Z, not $: '$' also matches before a final newline, which let "n2\n" into the state file.
 HOST_NAME = name(r"^[A-Za-z0-9_.:@\[\]-]{1,255}\Z", "an inventory host name")
-CHECKS = {"path": path()}
+CHECKS = {"path": path(), "shift": name(r"^[0-9A-Za-z:.+_-]{1,64}$", "a shift's identity (its start time)")}
 MAX_HOSTS = 100000
 STATES = ("on", "asleep", "off", "unknown")
 
@@ -154,6 +175,22 @@ def read_state(real):
     return doc
 
 
+def failures(results):
+    """The failed outcomes of a batch (a failure wins per host and action): host, action, msg."""
+    return [{"host": r["host"], "action": str(r.get("action") or ""), "msg": str(r.get("msg") or "failed")[:500]}
+            for r in failure_wins(results) if r.get("ok") is not True]
+
+
+def stop_reason(doc, shift):
+    """Why this shift must not go lower ("" when nothing of this shift failed)."""
+    progress = doc.get("in_progress")
+    if not shift or not isinstance(progress, dict) or progress.get("shift") != shift:
+        return ""
+    failed = progress.get("failed") if isinstance(progress.get("failed"), list) else []
+    return "; ".join("%s: %s failed (%s)" % (f.get("host"), f.get("action"), f.get("msg"))
+                     for f in failed if isinstance(f, dict))
+
+
 def decide(event, hosts, rows, results):
     """Host -> state to write for this event (only the hosts it concerns)."""
     batch = set(hosts)
@@ -188,6 +225,7 @@ def main():
             hosts=dict(type="list", elements="str", required=True),
             rows=dict(type="list", elements="dict", default=[]),
             results=dict(type="list", elements="dict", default=[]),
+            shift=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -200,13 +238,20 @@ def main():
     except ParamError as exc:
         module.fail_json(msg=str(exc))
 
+    shift = p["shift"]
+    if p["event"] == "before_down":
+        reason = stop_reason(doc, shift)
+        if reason:
+            module.exit_json(changed=False, updated={}, stop=True, reason=reason,
+                             diff={"before": {"hosts": {}}, "after": {"hosts": {}}})
     want = decide(p["event"], p["hosts"], p["rows"], p["results"])
+    failed = failures(p["results"]) if shift and p["event"] != "before_down" else []
     hosts = doc["hosts"]
     before = {h: hosts[h].get("state") if h in hosts else None for h in want}
     updated = {h: s for h, s in want.items() if before[h] != s}
     diff = {"before": {"hosts": before}, "after": {"hosts": dict(before, **want)}}
-    if not updated or module.check_mode:
-        module.exit_json(changed=bool(updated), updated=updated, diff=diff)
+    if (not updated and not failed) or module.check_mode:
+        module.exit_json(changed=bool(updated), updated=updated, diff=diff, stop=False, reason="")
 
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for h, s in updated.items():
@@ -214,6 +259,11 @@ def main():
         entry.update(state=s, since=now, by=p["event"])
         hosts[h] = entry
     progress = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {"since": now}
+    if shift and progress.get("shift") != shift:
+        progress = {"since": now, "shift": shift}      # another shift's progress (killed before its record)
+    if failed:
+        kept = progress.get("failed") if isinstance(progress.get("failed"), list) else []
+        progress["failed"] = kept + failed
     progress["updated"] = now
     doc["in_progress"] = progress
     directory = os.path.dirname(real) or "/"
@@ -224,7 +274,7 @@ def main():
                             0o644, directory, module)
     except (fileio.HostFsError, OSError, ValueError) as exc:
         module.fail_json(msg="could not write the state file %s: %s (it is as it was)" % (real, exc))
-    module.exit_json(changed=True, updated=updated, diff=diff)
+    module.exit_json(changed=True, updated=updated, diff=diff, stop=False, reason="")
 
 
 if __name__ == "__main__":
