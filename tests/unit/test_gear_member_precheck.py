@@ -550,12 +550,20 @@ def test_a_failed_or_missing_suspend_puts_the_policy_back_too(scripts, outcome, 
 
 def test_verify_stops_a_hook_still_waiting_and_puts_the_policy_back(scripts, tmp_path):
     """The controller's unpark (verify, a host parked by an older fleetnap) finds a hook that is
-    still waiting: it stops it, then does what the hook would have done."""
+    still waiting: it stops it (only a process that runs the hook: a pid file left by a hook that
+    died may name another process by now), then does what the hook would have done."""
     root = build(scripts[0], mem_sleep="[s2idle] deep")
     with_suspend_stats(root)
     hook = root / "run/fleetnap/park-resume"
-    waiting = subprocess.Popen(["sleep", "60"])
+    waiting = subprocess.Popen(["/bin/sh", "-c", "sleep 60; :", str(hook)])      # as the hook runs: sh HOOK
+    other = subprocess.Popen(["sleep", "60"])                                     # a pid file naming another process
     try:
+        put(root, "run/fleetnap/park-resume", "# hook\n")
+        put(root, "run/fleetnap/park-resume.pid", "%d\n" % other.pid)
+        put(root, PARK_KEPT, "s2idle\n")
+        proc = sh(scripts[1]["unpark"])
+        assert proc.returncode == 0 and "stopped the resume hook" not in proc.stdout, proc.stdout
+        assert other.poll() is None and not hook.exists()
         # The park as it stands while its hook waits: record, drop-in, the hook and its pid file.
         put(root, PARK_KEPT, "s2idle\n")
         put(root, PARK_DROP_IN, "[Sleep]\nSuspendState=mem\n")
@@ -568,8 +576,9 @@ def test_verify_stops_a_hook_still_waiting_and_puts_the_policy_back(scripts, tmp
         assert not hook.exists() and not (root / PARK_DROP_IN).exists()
         assert (root / "sys/power/mem_sleep").read_text() == "s2idle\n"
     finally:
-        if waiting.poll() is None:
-            waiting.kill()
+        for p in (waiting, other):
+            if p.poll() is None:
+                p.kill()
 
 
 def test_without_suspend_stats_the_park_suspends_as_before(scripts):
