@@ -585,3 +585,19 @@ def test_without_suspend_stats_the_park_suspends_as_before(scripts):
     root = build(scripts[0], mem_sleep="[s2idle] deep")
     scheduled(park(scripts, "deep", "252"))
     assert not (root / "run/fleetnap/park-resume").exists()
+
+
+def test_a_second_park_while_the_first_hook_waits_is_refused_and_changes_nothing(scripts, tmp_path):
+    root = build(scripts[0], mem_sleep="[s2idle] deep")
+    with_suspend_stats(root)
+    hook = root / "run/fleetnap/park-resume"
+    waiting = subprocess.Popen(["/bin/sh", "-c", "sleep 60; :", str(hook)])
+    try:
+        put(root, "run/fleetnap/park-resume", "# the first park's hook\n")
+        put(root, "run/fleetnap/park-resume.pid", "%d\n" % waiting.pid)
+        before = snapshot_tree(root)
+        proc = park(scripts, "deep", "252")
+        refused(proc, "an earlier park of this host is still waiting for its suspend", "pid %d" % waiting.pid)
+        assert snapshot_tree(root) == before and waiting.poll() is None
+    finally:
+        waiting.kill()
