@@ -378,21 +378,6 @@ def test_a_host_without_s3_is_parked_by_soft_off_and_a_long_sleep_moves_on_to_po
         ssh(psim, no_s3, "printf '%%s\\n' %s > /sys/power/mem_sleep" % shlex.quote(kept.strip()))
 
 
-def test_down_stops_every_bmc_and_power_program(psim):
-    dirs = [h["dir"] for h in psim.hosts().values()]
-    psim.cli("down")
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            assert not any(d in cmd for d in dirs), cmd
-    assert not any(Path(d).exists() for d in dirs)
-
-
-
-
 def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_itself(psim, tmp_path):
     """gear_member's S3 park on a host without systemd: the park's resume hook (a detached shell)
     writes the state itself and waits for the kernel's count of suspends to move; a magic packet
@@ -428,3 +413,16 @@ def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_its
     states = [r["state"] for r in psim.power_log(host)[logged:]]
     assert states == ["S3", "on"], states
     assert ssh(psim, host, "echo deep > /sys/power/mem_sleep").returncode == 0
+
+
+def test_down_stops_every_bmc_and_power_program(psim):
+    dirs = [h["dir"] for h in psim.hosts().values()]
+    psim.cli("down")
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            assert not any(d in cmd for d in dirs), cmd
+    assert not any(Path(d).exists() for d in dirs)
