@@ -5,11 +5,11 @@ imported from a zip archive, kept by their source.
 
 Ansible runs every module from a zip (the AnsiballZ payload), and Python's zipimport compiles
 each module it imports from a zip on every run: it writes no .pyc as it does for files on disk.
-On the lab's TCG guests that compile is about a third of a module run (``ansible -m ping``: 3.9 s,
-of which importing ansible-core's module_utils 2.1 s). This keeps each compiled module in
-``/var/cache/fleetnap-lab-pyc`` under the length and CRC of its source, with the source itself:
-a module is served from there only when its source is byte for byte the one compiled; the code's
-file name is set back to the one of this run (tracebacks name the payload the module ran from).
+On the lab's TCG guests that compile is a large part of every module run. This keeps each
+compiled module in ``/var/cache/fleetnap-lab-pyc`` under the length and CRC of its source, with
+the source itself: a module is served from there only when its source is byte for byte the one
+compiled; the code's file name is set back to the one of this run (tracebacks name the payload
+the module ran from).
 Only for root (every lab module runs as root), only from a directory root owns and no one else
 may write, only files root owns; any trouble and the module is compiled as Python would.
 Real hosts do not have this file: it changes how fast a module starts, not what it does.
