@@ -601,3 +601,25 @@ def test_a_second_park_while_the_first_hook_waits_is_refused_and_changes_nothing
         assert snapshot_tree(root) == before and waiting.poll() is None
     finally:
         waiting.kill()
+
+
+def test_a_unit_to_restart_that_is_no_unit_name_is_refused_before_anything(tmp_path):
+    """gear_member_resume_restart is written into the hook: a name that is not a systemd unit's
+    (here one that would run a command) is refused first, with the reason, nothing written."""
+    root = build(tmp_path / "root", mem_sleep="[s2idle] deep")
+    with_suspend_stats(root)
+    marker = tmp_path / "ran"
+    tvars = {"__gear_member_precheck_root": str(root), "__gear_member_precheck_systemd": "252",
+             "__gear_member_precheck_init": "systemd", "gear_member_suspend_mode": "deep",
+             "__gear_member_suspend_command": "echo SCHEDULED", "__gear_member_kernel_suspend_command": "echo SCHEDULED",
+             "gear_member_park_ignores_sleep_policy": True, "__gear_member_park_start_command": HOOK_START,
+             "__gear_member_kernel_park_start_command": HOOK_START, "__gear_member_park_suspend_command": HOOK_SUSPEND,
+             "gear_member_resume_wait_s": 2,
+             "gear_member_resume_restart": ["slurmd.service", "x$(touch %s)" % marker]}
+    result = run_module("ansible.builtin.debug", {"msg": "{{ lookup('ansible.builtin.template', %s, template_vars=%s) }}"
+                                                  % (json.dumps(str(TEMPLATE)), json.dumps(tvars))}, tmp_path=tmp_path)
+    assert not result.failed, result
+    before = snapshot_tree(root)
+    proc = sh(result["msg"])
+    line = refused(proc, "gear_member_resume_restart must name systemd units", "x$(touch")
+    assert line and not marker.exists() and snapshot_tree(root) == before
