@@ -23,11 +23,12 @@ description:
     up is only "not expected to answer", which a later shift corrects by observing it.
   - V(after_down) keeps that mark for hosts that went down and puts C(on) back for hosts whose
     down failed while they stayed up. V(after_up) marks C(on) the hosts whose wake was verified.
-  - The stop rule of a shift. With O(shift), every failure of this shift's batches (a wake that
+  - The stop rule of a shift. With O(lock_file), every failure of this shift's batches (a wake that
     failed, a host that could not be parked, a drain hook that failed) is kept in the file's
     C(in_progress) (C(shift), C(failed)); V(before_down) then answers RV(stop) with the reason and
-    writes nothing when any is there, so that no batch goes lower after a failure. Failures of
-    another shift (one killed before its record) never stop this one.
+    writes nothing when any is there, so that no batch goes lower after a failure. The shift is
+    the one that holds the lock (its owner's PID, start time and when it took the lock), so the
+    failures of another shift (one killed before its record) never stop this one.
   - Hosts the event does not concern are left as they are. The file is written atomically (temp
     file, fsync, rename, directory fsync); the gear-shift lock makes this the only writer.
   - The file it reads must be a regular file in its directory (a link out of it, a FIFO, a device
@@ -64,11 +65,12 @@ options:
     type: list
     elements: dict
     default: []
-  shift:
+  lock_file:
     description:
-      - The shift's identity (gear_shift passes its start time); the failures this call keeps and the
-        ones V(before_down) stops on are this shift's only. Without it no failure is kept and nothing stops.
-    type: str
+      - The gear-shift lock file (the C(path) of M(shift_lock)) held by the running shift; its owner is the
+        shift's identity. The failures this call keeps and the ones V(before_down) stops on are this shift's only.
+      - Without it, or without a lock there, no failure is kept and nothing stops.
+    type: path
 attributes:
   check_mode:
     support: full
@@ -101,7 +103,7 @@ updated:
   sample: {lab2: asleep, lab5: asleep}
 stop:
   description:
-    - With V(before_down) and O(shift), true when an earlier batch of this shift failed; then nothing was written
+    - With V(before_down) and O(lock_file), true when an earlier batch of this shift failed; then nothing was written
       and no host of this batch may be put down.
   returned: always
   type: bool
@@ -118,13 +120,13 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap import fileio, parse
+from ansible.module_utils.fleetnap import fileio, parse, shiftlock
 from ansible.module_utils.fleetnap.gearshift import failure_wins
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path
 
 # \Z, not $: '$' also matches before a final newline, which let "n2\n" into the state file.
 HOST_NAME = name(r"^[A-Za-z0-9_.:@\[\]-]{1,255}\Z", "an inventory host name")
-CHECKS = {"path": path(), "shift": name(r"^[0-9A-Za-z:.+_-]{1,64}$", "a shift's identity (its start time)")}
+CHECKS = {"path": path(), "lock_file": path()}
 MAX_HOSTS = 100000
 STATES = ("on", "asleep", "off", "unknown")
 
@@ -181,6 +183,20 @@ def failures(results):
             for r in failure_wins(results) if r.get("ok") is not True]
 
 
+def shift_of(lock_file):
+    """The running shift's identity: its lock's owner (PID, start time, when it took the lock), or
+    None without a lock. ParamError naming the lock when it cannot be read."""
+    if not lock_file:
+        return None
+    try:
+        owner = shiftlock.read(lock_file)
+    except shiftlock.LockError as exc:
+        raise ParamError("option lock_file: %s" % exc)
+    if not owner or owner.get("pid") is None:
+        return None
+    return "%s/%s/%s" % (owner.get("pid"), owner.get("start_time"), owner.get("since"))
+
+
 def stop_reason(doc, shift):
     """Why this shift must not go lower ("" when nothing of this shift failed)."""
     progress = doc.get("in_progress")
@@ -225,7 +241,7 @@ def main():
             hosts=dict(type="list", elements="str", required=True),
             rows=dict(type="list", elements="dict", default=[]),
             results=dict(type="list", elements="dict", default=[]),
-            shift=dict(type="str"),
+            lock_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -235,10 +251,10 @@ def main():
         _check_lists(p)
         real = p["path"]
         doc = read_state(real)
+        shift = shift_of(p["lock_file"])
     except ParamError as exc:
         module.fail_json(msg=str(exc))
 
-    shift = p["shift"]
     if p["event"] == "before_down":
         reason = stop_reason(doc, shift)
         if reason:

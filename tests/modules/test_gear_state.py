@@ -69,34 +69,43 @@ def test_check_mode_writes_nothing(tmp_path):
     assert res.changed and res["updated"] == {"n2": "asleep", "n3": "off"} and not sf.exists()
 
 
+def _lock(path, since, pid=4242, start_time=777):
+    """A lock as shift_lock writes it (the owner's fields; this owner need not be alive here)."""
+    path.write_text(json.dumps({"pid": pid, "start_time": start_time, "since": since,
+                                "cmdline": ["ansible-playbook", "gear_shift.yml"], "purpose": "test"}))
+    return str(path)
+
+
 def test_no_batch_goes_lower_after_a_failure_of_this_shift(tmp_path):
-    """The stop rule (gear_state, not Jinja): a failed wake of shift A is kept; A's next
-    before_down answers stop with the reason and writes nothing; shift B (A killed before its
-    record) starts clean; a failed park of a batch stops B's next batch the same way."""
-    sf = tmp_path / "state.json"
-    a, b = "2026-11-27T10:00:00.000001+00:00", "2026-11-27T11:00:00.000002+00:00"
-    res = run_module("gear_state", {"path": str(sf), "event": "after_up", "hosts": ["n4"], "shift": a, "results": [
+    """The stop rule (gear_state, not Jinja): a failed wake of shift A (the lock's owner) is kept;
+    A's next before_down answers stop with the reason and writes nothing; shift B (A killed before
+    its record, the lock taken over) starts clean; a failed park of a batch stops B's next batch."""
+    sf, lock = tmp_path / "state.json", tmp_path / "shift.lock"
+    a = _lock(lock, "2026-11-27T10:00:00Z")
+    res = run_module("gear_state", {"path": str(sf), "event": "after_up", "hosts": ["n4"], "lock_file": a, "results": [
         {"host": "n4", "action": "up", "ok": False, "msg": "did not come back: wol: no answer"}]}, tmp_path=tmp_path)
     assert not res.failed and res["stop"] is False, res
     before = sf.read_text()
     res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n2", "n3"], "rows": ROWS,
-                                    "shift": a}, tmp_path=tmp_path)
+                                    "lock_file": a}, tmp_path=tmp_path)
     assert res["stop"] is True and not res.changed and res["updated"] == {}, res
     assert res["reason"] == "n4: up failed (did not come back: wol: no answer)"
     assert sf.read_text() == before
-    # Another shift: A's failure is not B's; B's first batch is marked down.
+    # Another shift holds the lock now: A's failure is not B's; B's first batch is marked down.
+    b = _lock(lock, "2026-11-27T11:00:00Z", pid=4343)
     res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n2"], "rows": ROWS,
-                                    "shift": b}, tmp_path=tmp_path)
+                                    "lock_file": b}, tmp_path=tmp_path)
     assert res["stop"] is False and res["updated"] == {"n2": "asleep"}, res
-    res = run_module("gear_state", {"path": str(sf), "event": "after_down", "hosts": ["n2"], "shift": b, "results": [
+    res = run_module("gear_state", {"path": str(sf), "event": "after_down", "hosts": ["n2"], "lock_file": b, "results": [
         {"host": "n2", "action": "down", "ok": False, "state": "on", "msg": "cannot suspend: masked"}]},
         tmp_path=tmp_path)
-    assert res["updated"] == {"n2": "on"} and _state(sf)["in_progress"]["shift"] == b
+    assert res["updated"] == {"n2": "on"} and _state(sf)["in_progress"]["shift"] == "4343/777/2026-11-27T11:00:00Z"
     res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n3"], "rows": ROWS,
-                                    "shift": b}, tmp_path=tmp_path)
+                                    "lock_file": b}, tmp_path=tmp_path)
     assert res["stop"] is True and res["reason"] == "n2: down failed (cannot suspend: masked)", res
     assert _state(sf)["hosts"].get("n3") is None
-    # Without a shift identity nothing is kept and nothing stops (a caller of its own).
-    res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n3"], "rows": ROWS},
-                     tmp_path=tmp_path)
+    # Without a lock (a caller of its own) nothing is kept and nothing stops.
+    lock.unlink()
+    res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n3"], "rows": ROWS,
+                                    "lock_file": str(lock)}, tmp_path=tmp_path)
     assert res["stop"] is False and res["updated"] == {"n3": "off"}, res

@@ -378,6 +378,38 @@ def test_a_host_without_s3_is_parked_by_soft_off_and_a_long_sleep_moves_on_to_po
         ssh(psim, no_s3, "printf '%%s\\n' %s > /sys/power/mem_sleep" % shlex.quote(kept.strip()))
 
 
+def test_a_park_that_fails_stops_the_later_batches(psim, tmp_path):
+    """The stop rule (gear_state, issue 35): batches of one host; the first host going down has no
+    S3 and no fallback allowed, so its park fails and it stays up; the next batch is not touched
+    (gear_state answered stop), the shift fails naming the host, and a shift back up converges."""
+    from datetime import date
+    from ansible.module_utils.fleetnap.gear import groups_for
+    gear = tmp_path / "gear"
+    hosts = psim.hosts()
+    _on, off_groups = groups_for(2, 3, date.today())
+    going = sorted((n for n in hosts if hosts[n]["gear_group"] in off_groups), key=lambda n: int(n[len(NAME):]))
+    assert len(going) == 2, going
+    no_s3, peer = going
+    kept = ssh(psim, no_s3, "cat /sys/power/mem_sleep").stdout
+    logged = len(psim.power_log(peer))
+    assert ssh(psim, no_s3, "printf '[s2idle]\\n' > /sys/power/mem_sleep").returncode == 0
+    try:
+        proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=2",
+                             "-e", "gear_shift_batch_size=1", "-e", "gear_shift_down_method=suspend",
+                             "-e", "gear_member_no_s3_fallback=")
+        assert proc.returncode != 0, proc.stdout[-3000:]
+        st = json.loads((gear / "state.json").read_text())
+        assert st["result"] == "failed" and no_s3 in st["reason"], st["reason"]
+        assert last(psim, no_s3)["state"] == "on" and answers(hosts[no_s3]["ip"])
+        assert len(psim.power_log(peer)) == logged and answers(hosts[peer]["ip"])     # never told to go down
+        assert sorted(a["host"] for a in st["actions"]) == [no_s3], st["actions"]
+        assert "in_progress" not in st                                                 # the record replaced it
+    finally:
+        ssh(psim, no_s3, "printf '%%s\\n' %s > /sys/power/mem_sleep" % shlex.quote(kept.strip()))
+    shift_to(psim, gear, "-e", "gear_shift_gear=3")
+    assert all(answers(hosts[n]["ip"]) for n in going)
+
+
 def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_itself(psim, tmp_path):
     """gear_member's S3 park on a host without systemd: the park's resume hook (a detached shell)
     writes the state itself and waits for the kernel's count of suspends to move; a magic packet
