@@ -159,7 +159,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 hosts:
-  description: What was seen, per host name.
+  description:
+    - What was seen, per host name.
+    - A host that O(state_file) records as parked with the gear_member role's resume hook has C(resume_hook=true)
+      (it puts its in-service sleep policy back itself on the wake; gear_shift's wake phase then leaves it alone).
   returned: always
   type: dict
   sample:
@@ -270,6 +273,8 @@ def main():
                    bmc_read=p["bmc_read"], bmc_power=power_reading if p["read_power"] else None)
     for h in p["hosts"]:
         seen[h["name"]] = dict(h["inventory"], name=h["name"], **seen[h["name"]])
+        if (recorded.get(h["name"]) or {}).get("resume_hook") is True:
+            seen[h["name"]]["resume_hook"] = True
     module.exit_json(changed=False, hosts=seen, elapsed_s=round(time.time() - started, 3))
 
 

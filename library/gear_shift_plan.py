@@ -172,14 +172,6 @@ wake_phase_hosts:
   returned: success
   type: list
   elements: str
-unpark_hosts:
-  description:
-    - The hosts of RV(wake_phase_hosts) whose park the controller undoes after the wake (gear_member's C(back)),
-      that is all but those O(state_file) has parked with gear_member's resume hook (C(resume_hook)), which put
-      their in-service sleep policy back themselves on the wake.
-  returned: success
-  type: list
-  elements: str
 power_w:
   description: Host -> its power figures (C(power_w) of O(hosts), as given), for M(gear_energy).
   returned: success

@@ -318,9 +318,7 @@ def plan_from(hosts, replicas, gmin, gear=None, groups_on=None, day=None, state_
     if park_off_after_h is not None:
         tier = dict(parked=read_parked(state_file), now=now, park_off_after_s=park_off_after_h * 3600.0)
     out = plan_shift(hosts, replicas, gear, on, expected, **tier)
-    previous = read_states(state_file)
-    carry_since(out["rows"], previous, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
-    out["unpark_hosts"] = unpark_hosts(out["rows"], previous)
+    carry_since(out["rows"], read_states(state_file), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)))
     out["table"] = table(out["rows"])
     out["power_rows"] = power_state_rows(out["rows"])
     out["date"] = (day or dt_date.fromtimestamp(now)).isoformat()
@@ -454,15 +452,6 @@ def failure_wins(results):
         elif a.get("ok") is not True or out[at[key]].get("ok") is True:
             out[at[key]] = dict(out[at[key]], **a) if a.get("ok") is not True else a
     return out
-
-
-def unpark_hosts(rows, previous):
-    """The hosts of the wake phase (woken, or put back in service) whose park the controller must
-    undo after the wake: all but those the state file has parked with gear_member's resume hook,
-    which put their in-service sleep policy back themselves on the wake (an S3 park on a kernel
-    that counts its suspends). A host parked by an older fleetnap, or off, has no such mark."""
-    return [r["host"] for r in rows if (r["action"] == "up" or r.get("back"))
-            and (previous.get(r["host"]) or {}).get("resume_hook") is not True]
 
 
 def read_parked(path):

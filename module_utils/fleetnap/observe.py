@@ -122,7 +122,7 @@ def shown(data, limit=80):
 
 
 OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error", "bmc_endpoint",
-                      "power_watts", "power_source", "power_note"))
+                      "power_watts", "power_source", "power_note", "resume_hook"))
 
 
 def probe(host, port, greeting, timeout, connect_timeout=None):

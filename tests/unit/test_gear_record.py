@@ -77,7 +77,7 @@ def test_record_history_line_and_report():
 
 
 def test_a_host_parked_with_the_resume_hook_is_marked_in_the_state_file():
-    """The next shift's plan leaves its unpark to the host (gearshift.unpark_hosts): the mark comes
+    """The next shift leaves its unpark to the host (gear_observe reports the mark): the mark comes
     from this shift's down action; a failed park or a host no longer asleep gets none."""
     plan, after, actions = shift_down()
     down = [a for a in actions if a["action"] == "down"]

@@ -590,21 +590,13 @@ def test_since_is_kept_while_the_state_is_unchanged_so_the_second_tier_can_see_i
     assert gs.read_parked(str(st)) == {"a": 1795557600, "c": 1795586400}
 
 
-def test_hosts_parked_with_the_resume_hook_are_not_unparked_by_the_controller():
-    """unpark_hosts: the wake phase's hosts whose park the controller undoes after the wake (a raw
-    command) - all but those the state file has parked with gear_member's resume hook, which
-    put their sleep policy back themselves; carry_since keeps the mark while a host stays asleep."""
-    _g, on, _off = gs.target_groups(3, 1, gear=3, day=DAY)
+def test_the_resume_hook_mark_is_kept_while_a_host_stays_asleep():
+    """carry_since keeps gear_member's resume_hook mark of the state file while the host stays
+    asleep (the record writes it back), and drops it once the host is seen awake."""
     hooked, plain, woken = "lab1", "lab2", "lab3"
-    plan = gs.plan_shift(fleet({hooked: "asleep", plain: "asleep"}), 3, 3, on,
-                         {hooked: "off", plain: "off", woken: "off"})
-    assert sorted(plan["wake_phase_hosts"]) == [hooked, plain, woken]
     previous = {hooked: {"state": "asleep", "since": "2026-11-27T01:00:00Z", "resume_hook": True},
                 plain: {"state": "asleep", "since": "2026-11-27T01:00:00Z"},
                 woken: {"state": "asleep", "since": "2026-11-27T01:00:00Z", "resume_hook": True}}
-    assert gs.unpark_hosts(plan["rows"], previous) == [plain]
-    assert gs.unpark_hosts(plan["rows"], {}) == sorted([hooked, plain, woken])
-    # Still asleep (a shift that left them parked): the mark stays; awake now: it goes.
     rows = [{"host": hooked, "state": "asleep"}, {"host": woken, "state": "on"}, {"host": plain, "state": "asleep"}]
     gs.carry_since(rows, previous, "2026-11-27T02:00:00Z")
     assert rows[0]["resume_hook"] is True and rows[0]["since"] == "2026-11-27T01:00:00Z"

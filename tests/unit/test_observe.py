@@ -229,7 +229,8 @@ def test_the_module_returns_each_hosts_inventory_facts_with_the_observation_and_
     from conftest import run_module
     ssh = greeter(b"SSH-2.0-x\r\n")
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"hosts": {"parked": {"state": "asleep", "since": "2026-11-25T00:00:00Z"}}}))
+    state.write_text(json.dumps({"hosts": {"parked": {"state": "asleep", "since": "2026-11-25T00:00:00Z",
+                                                      "resume_hook": True}}}))
     hosts = [{"name": "up", "address": "127.0.0.1", "port": ssh, "inventory": {"group": 1, "rack": "r1"}},
              {"name": "parked", "address": "127.0.0.1", "port": free_port(),
               "inventory": {"group": 2, "up_methods": ["wol"]}},
@@ -240,4 +241,7 @@ def test_the_module_returns_each_hosts_inventory_facts_with_the_observation_and_
     seen = res["hosts"]
     assert seen["up"]["ssh"] and seen["up"]["group"] == 1 and seen["up"]["rack"] == "r1" and seen["up"]["name"] == "up"
     assert not seen["parked"]["ssh"] and seen["parked"]["up_methods"] == ["wol"]
+    # parked with gear_member's resume hook: the wake phase leaves its unpark to the host
+    assert seen["parked"]["resume_hook"] is True
+    assert "resume_hook" not in seen["up"] and "resume_hook" not in seen["silent"]
     assert seen["parked"]["probes"] <= 4 < seen["silent"]["probes"]
