@@ -12,6 +12,8 @@ DOCUMENTATION = r"""
 module: gear_shift_plan
 short_description: Decide what every host does in a gear shift, from what was observed on it
 description:
+  - Internal. A step of the gear_shift role (its plan phase), documented for those who compose the
+    role's phases themselves; a playbook of one's own calls C(fleetnap.power.gear_shift).
   - Runs on the controller (C(delegate_to=localhost), C(run_once=true)) and only computes.
   - The target groups come from O(gear) with the day's group rotation (the rotation of
     M(gear_plan), Sierra section 3.7), or from O(groups_on) (for example M(gear_plan)'s
@@ -167,6 +169,14 @@ back_hosts:
   returned: success
   type: list
   elements: str
+back_actions:
+  description:
+    - For each host of RV(back_hosts), the wake phase's result as a wave's result reads (C(action=back), C(ok), C(state=on)
+      and C(msg)), kept with the wave's results of the woken hosts; a failing step on the host (health command, undrain
+      hook) replaces it with a failure.
+  returned: success
+  type: list
+  elements: dict
 wake_phase_hosts:
   description: RV(up_hosts) and RV(back_hosts) together, in the order of RV(rows) - every host the wake phase acts on.
   returned: success

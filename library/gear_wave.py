@@ -173,6 +173,18 @@ options:
         type: str
         default: ""
         choices: ["", soft, "off"]
+  observed:
+    description:
+      - With O(action=up), what M(gear_observe) returned in its RV(fleetnap.power.gear_observe#module:hosts) (host
+        name -> observation), so that a caller passes each host's probe entry as it is and the wake
+        fields come from the one place the power record was read.
+      - For each host of O(hosts), its observation must be there; where it carries C(up_methods),
+        C(wol_macs), C(wol_address), C(wol_port), C(boot_once), C(boot_once_required) or
+        C(event_log) (the inventory facts M(gear_observe) passes through), that value is the host's,
+        checked as the option of that name is; O(hosts[].chassis_was_off) is whether its BMC
+        answered C(off).
+      - Unset, each host's entry in O(hosts) says all.
+    type: dict
   wol_timeout:
     description: Seconds a host has to answer after its magic packets.
     type: float
@@ -349,6 +361,35 @@ WAVE_HOST_CHECKS = {
     "since": number(lo=0, hi=4102444800),
 }
 UP_METHODS = ("wol", "ipmi", "redfish")
+# The wake fields a host's observation may carry (gear_observe passes its inventory facts through),
+# each with the type its option has.
+OBSERVED_WAKE = (("up_methods", list), ("wol_macs", list), ("wol_address", str), ("wol_port", int),
+                 ("boot_once", bool), ("boot_once_required", bool), ("event_log", bool))
+
+
+def wake_fields_from(observed, hosts):
+    """With O(observed): each host's wake fields are its observation's (where it carries them) and
+    chassis_was_off is whether its BMC answered off. Shapes checked here; values by
+    check_wave_hosts, as if they had been the host's own options."""
+    for i, h in enumerate(hosts):
+        seen = observed.get(h["name"])
+        if not isinstance(seen, dict):
+            raise ParamError("option observed: no observation of hosts[%d] (%s)" % (i, h["name"]))
+        for key, kind in OBSERVED_WAKE:
+            value = seen.get(key)
+            if value is None:
+                continue
+            where = "option observed.%s.%s" % (h["name"], key)
+            if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+                raise ParamError("%s: must be %s, got %r" % (where, {list: "a list", str: "text", int: "an integer",
+                                                                     bool: "true or false"}[kind], value))
+            if kind is list and not all(isinstance(v, str) for v in value):
+                raise ParamError("%s: must be a list of text, got %r" % (where, value))
+            h[key] = list(value) if kind is list else value
+        bmc = seen.get("bmc")
+        if bmc is not None and not isinstance(bmc, str):
+            raise ParamError("option observed.%s.bmc: must be the BMC's answer (text), got %r" % (h["name"], bmc))
+        h["chassis_was_off"] = bmc == "off"
 
 
 def check_wave_hosts(action, hosts):
@@ -418,6 +459,7 @@ def main():
                 said=dict(type="dict"),
                 no_s3_fallback=dict(type="str", default="", choices=["", "soft", "off"]),
             )),
+            observed=dict(type="dict"),
             wol_timeout=dict(type="float", default=90),
             ipmi_timeout=dict(type="float", default=300),
             down_timeout=dict(type="float", default=120),
@@ -446,6 +488,10 @@ def main():
     try:
         # A bad greeting is a bad option, before any host is woken (not a failed wake per host).
         greeting = compile_greeting(p["greeting"])
+        if p["observed"] is not None:
+            if p["action"] != "up":
+                raise ParamError("option observed: only with action=up")
+            wake_fields_from(p["observed"], p["hosts"])
         check_wave_hosts(p["action"], p["hosts"])
     except (ParamError, ValueError) as exc:
         module.fail_json(msg=str(exc))

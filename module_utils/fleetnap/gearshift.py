@@ -294,6 +294,9 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
         "down_hosts": [r["host"] for r in rows if r["action"] == "down"],
         # on already, but parked by an earlier shift and woken outside one: put back in service
         "back_hosts": [r["host"] for r in rows if r.get("back")],
+        # the wake phase's result for each of them, as a wave's result reads (a host step may fail it)
+        "back_actions": [{"host": r["host"], "action": "back", "ok": True, "state": "on",
+                          "msg": "woken outside a shift: put back in service"} for r in rows if r.get("back")],
         # every host the wake phase acts on (woken, or put back in service), in the plan's order
         "wake_phase_hosts": [r["host"] for r in rows if r["action"] == "up" or r.get("back")],
         "down_methods": dict((r["host"], r["method"]) for r in rows if r["action"] == "down"),

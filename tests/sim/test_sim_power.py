@@ -13,8 +13,8 @@ import functools
 import ipaddress
 import json
 import os
+import re
 import shlex
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -255,7 +255,15 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
         assert last(psim, n)["state"] == "S3" and not answers(hosts[n]["ip"], 0.5)
     for n in set(hosts) - set(parked):
         assert len(psim.power_log(n)) == before[n]                       # untouched
-    shift("-e", "gear_shift_gear=3")
+    proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=3")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    # No health command, no undrain hook, every host parked with its resume hook: the wake phase
+    # ran no task on a woken host (a task's line names the host alone; the wave's, delegated,
+    # reads "host -> localhost").
+    wake = proc.stdout.split("PLAY [Gear shift - wake]", 1)[1].split("PLAY [Gear shift - down]", 1)[0]
+    ran = set(re.findall(r"^(?:ok|changed|failed|fatal): \[([^\]\s]+)\]", wake, re.M))
+    assert not ran & set(parked), (sorted(ran), wake[-3000:])
+    assert re.search(r"^(?:ok|changed): \[\S+ -> localhost\]", wake, re.M), wake[-3000:]     # the wave ran
     for n in parked:
         woke = last(psim, n)
         assert woke["state"] == "on" and woke["why"] == "magic packet", (n, woke)

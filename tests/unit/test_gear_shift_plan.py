@@ -80,7 +80,7 @@ def test_up_shift_wakes_only_sleeping_hosts_and_lists_methods_in_order():
     plan = gs.plan_shift(fleet(asleep), 3, 3, [1, 2, 3], expected)
     assert plan["result"] == "ok" and plan["direction"] == "up" and plan["current_gear"] == 1
     assert sorted(plan["up_hosts"]) == sorted(asleep) and plan["down_hosts"] == []
-    assert plan["wake_phase_hosts"] == plan["up_hosts"] and plan["back_hosts"] == []
+    assert plan["wake_phase_hosts"] == plan["up_hosts"] and plan["back_hosts"] == [] and plan["back_actions"] == []
     assert {r["method"] for r in plan["rows"] if r["action"] == "up"} == {"wol,ipmi"}
 
 
@@ -133,6 +133,9 @@ def test_a_parked_host_woken_outside_a_shift_is_put_back_in_service_not_woken():
     plan = gs.plan_shift(fleet(), 3, 2, on, {woken: "off", again: "off"})
     assert plan["result"] == "ok" and plan["back_hosts"] == [woken] and plan["up_hosts"] == []
     assert plan["wake_phase_hosts"] == [woken]
+    # the wake phase keeps this as the host's result unless a step on it fails
+    assert plan["back_actions"] == [{"host": woken, "action": "back", "ok": True, "state": "on",
+                                     "msg": "woken outside a shift: put back in service"}]
     assert again in plan["down_hosts"] and woken not in plan["down_hosts"]
     row = next(r for r in plan["rows"] if r["host"] == woken)
     assert row["action"] == "none" and row["back"] is True and "woken outside a shift" in row["why"]
