@@ -10,6 +10,9 @@ DOCUMENTATION = r"""
 module: fleetnap_fact
 short_description: Store a host's measurements where the latency gate reads them
 description:
+  - Internal. A step of the resume_measure and wake_latency_measure roles (to store what they
+    measured), documented for those who compose their phases themselves; a playbook of one's own
+    calls C(fleetnap.power.resume_measure) or C(fleetnap.power.wake_latency_measure).
   - Merges O(data) into the host's local facts file C(/etc/ansible/facts.d/fleetnap.fact)
     (JSON), which Ansible's fact gathering exposes as C(ansible_facts['ansible_local']['fleetnap'])
     and the C(latency_profile) role reads (C(wake_latency_us), C(resume)).

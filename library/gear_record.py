@@ -10,6 +10,9 @@ DOCUMENTATION = r"""
 module: gear_record
 short_description: Record a gear shift on the controller in one call (state, history, energy, metrics)
 description:
+  - Internal. A step of the gear_shift role (its record phase, and its plan phase when a BMC check
+    stops the shift), documented for those who compose the role's phases themselves; a playbook of
+    one's own calls C(fleetnap.power.gear_shift).
   - Runs on the controller at the end of C(gear_shift.yml) (C(delegate_to=localhost), C(run_once)).
   - Decides the shift's result from the plan, the per-host results and where the hosts are now
     (V(failed) when a host's action failed or a host is not where the plan put it, else the plan's

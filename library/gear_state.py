@@ -12,6 +12,9 @@ DOCUMENTATION = r"""
 module: gear_state
 short_description: Keep a gear shift's state file true while the shift runs, batch by batch
 description:
+  - Internal. A step of the gear_shift role (its wake and down phases, once per batch), documented
+    for those who compose the role's phases themselves; a playbook of one's own calls
+    C(fleetnap.power.gear_shift).
   - Runs on the controller (C(delegate_to=localhost), C(run_once=true)) once per batch of a gear
     shift and updates C(hosts.NAME.state) in the state file that M(gear_shift_plan) reads as the
     previous shift's result. The final record of the shift replaces the whole file.

@@ -17,9 +17,13 @@ description:
     (for example the moment a wake was sent), which is the end-to-end resume time a user sees.
   - O(state=silent) waits until the host stops answering (gone to sleep or off).
   - Fails after O(timeout) seconds, naming the host and what was last seen.
-  - Why not C(ansible.builtin.wait_for). It waits for a port to open or close; a port that a NAT or
-    QEMU keeps open for a sleeping host never closes, and an open port is not an answer. This
-    module counts only a greeting, measures from O(since), and starts no Python on the host.
+  - Why not M(ansible.builtin.wait_for). For O(state=answering) it comes close when given
+    C(search_regex) (it then reads the greeting too) and delegated to localhost (no Python on the
+    host); what this module adds is the time counted from O(since), the moment the wake was sent
+    (the end-to-end resume time, not the task's own wait), and a greeting checked against a bounded
+    pattern. For O(state=silent) wait_for has no equivalent; its C(state=stopped) waits for the port
+    to close, which a NAT, a load balancer or QEMU's user networking keeps open for a sleeping host,
+    and its C(search_regex) does not apply there; this module waits until no greeting comes.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 options:

@@ -12,6 +12,9 @@ DOCUMENTATION = r"""
 module: resume_summary
 short_description: Summarise one host's measured suspend/resume cycles
 description:
+  - Internal. A step of the resume_measure role (after its suspend/resume cycles), documented for
+    those who compose the role's phases themselves; a playbook of one's own calls
+    C(fleetnap.power.resume_measure).
   - Turns the cycles of one host, as M(pm_cycle) collected them and the C(resume_measure) role
     timed them, into the host's summary. The summary holds medians and worst values of kernel resume,
     end-to-end resume and kernel suspend, the resume split of the worst cycle and the slowest

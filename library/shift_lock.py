@@ -12,6 +12,9 @@ DOCUMENTATION = r"""
 module: shift_lock
 short_description: An exclusive lock file on the controller, owned by the running ansible-playbook
 description:
+  - Internal. A step of the gear_shift role (its lock phase, and every phase that releases the
+    lock), documented for those who compose the role's phases themselves; a playbook of one's own
+    calls C(fleetnap.power.gear_shift).
   - Takes or releases a lock file so that two operations (two gear shifts) cannot overlap.
   - The lock file appears complete or not at all (written to a temporary file created exclusively
     with an unpredictable name, so a link planted beside the lock is never written through,

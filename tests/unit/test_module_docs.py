@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -128,3 +129,23 @@ def test_ansible_doc_in_the_repository_resolves_the_fragments():
             for opt, want in fragment(name, variant)["options"].items():
                 assert options[opt]["description"], (m, opt)
                 assert options[opt].get("default") == want.get("default"), (m, opt)
+
+
+# Modules that are steps of one role's workflow say so first (issue 36), naming the role(s) that
+# call them; every other module is a building block of its own and does not say it.
+INTERNAL = {"gear_shift_plan": ["gear_shift"], "gear_state": ["gear_shift"], "gear_record": ["gear_shift"],
+            "shift_lock": ["gear_shift"], "resume_summary": ["resume_measure"],
+            "fleetnap_fact": ["resume_measure", "wake_latency_measure"]}
+
+
+def test_internal_modules_say_so_and_name_the_roles_that_call_them():
+    for module in sorted(p.stem for p in (REPO / "library").glob("*.py")):
+        first = documentation(module)["description"][0]
+        if module not in INTERNAL:
+            assert not first.startswith("Internal."), module
+            continue
+        assert first.startswith("Internal. A step of the "), (module, first)
+        for role in INTERNAL[module]:
+            assert "C(fleetnap.power.%s)" % role in first, (module, role)
+            tasks = "\n".join(p.read_text() for p in (REPO / "roles" / role / "tasks").glob("*.yml"))
+            assert re.search(r"^\s+%s:\s*$" % module, tasks, re.M), (module, role)   # a task of the role calls it

@@ -49,3 +49,25 @@ def test_make_test_runs_every_molecule_scenario():
     line = re.search(r"^MOLECULE_SCENARIOS := (.*)$", (REPO / "lab/lab.mk").read_text(), re.M)
     scenarios = {p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml")}
     assert line and set(line.group(1).split()) == scenarios
+
+
+def test_molecule_scenarios_extend_one_base_configuration():
+    """The lab inventory, the modules and roles, the lab's create/destroy and testinfra are said once
+    (.config/molecule/config.yml); a scenario says only what is its own."""
+    import yaml
+    base = yaml.safe_load((REPO / ".config/molecule/config.yml").read_text())
+    assert base["verifier"]["name"] == "testinfra"
+    assert "--inventory=${MOLECULE_PROJECT_DIRECTORY}/inventories/lab" in base["ansible"]["executor"]["args"]["ansible_playbook"]
+    assert base["ansible"]["playbooks"]["create"] == "../default/create.yml"
+    assert (REPO / "molecule/default/create.yml").is_file() and (REPO / "molecule/default/destroy.yml").is_file()
+    assert "--base-config" in (REPO / "tests/run_molecule.py").read_text()
+    for path in sorted((REPO / "molecule").glob("*/molecule.yml")):
+        own = yaml.safe_load(path.read_text())
+        assert set(own) <= {"ansible", "scenario"}, (path, sorted(own))
+        assert set(own.get("ansible", {})) <= {"cfg", "playbooks"}, path
+        assert set(own.get("ansible", {}).get("cfg", {}).get("defaults", {})) <= {"forks"}, path
+        playbooks = own.get("ansible", {}).get("playbooks", {})
+        assert not set(playbooks) & {"create", "destroy", "converge"}, path
+        for name in playbooks.values():
+            assert (path.parent / name).is_file(), (path, name)
+        assert own["scenario"]["name"] == path.parent.name
