@@ -380,6 +380,8 @@ def wake_fields_from(observed, hosts):
             if value is None:
                 continue
             where = "option observed.%s.%s" % (h["name"], key)
+            if kind is list and isinstance(value, str):
+                value = [v.strip() for v in value.split(",")]   # as the option takes a list given as text
             if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
                 raise ParamError("%s: must be %s, got %r" % (where, {list: "a list", str: "text", int: "an integer",
                                                                      bool: "true or false"}[kind], value))

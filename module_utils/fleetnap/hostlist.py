@@ -8,8 +8,8 @@ expression of the nodes. :func:`expand` turns it into node names in the order
 ``scontrol show hostnames`` prints them (tests/unit/test_hostlist.py compares the two on the same
 expressions, against Debian 12's Slurm 22.05), :func:`compress` writes names back as one.
 
-The grammar is Slurm's for well-formed expressions: items separated by commas or white space
-(empty items skipped); an item is text and bracketed ranges, each bracket's ranges
+The grammar is Slurm's for well-formed expressions: items separated by commas, spaces or tabs
+(empty items skipped; other white space is refused, which Slurm would take into a name); an item is text and bracketed ranges, each bracket's ranges
 (``1-3``, ``7``, comma-separated) expanding in turn, several brackets as their product
 (``a[1-2]b[3-4]``: a1b3 a1b4 a2b3 a2b4; with three or more, in Slurm's order: the last bracket
 fastest, then the first, the second...); a range's numbers are zero-padded to the width of its
@@ -18,7 +18,8 @@ is refused, as Slurm 22.05 refuses it. Where Slurm is lenient with a broken expr
 names (``node[1-3`` gives ``node]``, ``n[1-]`` gives ``n1``) this module refuses it: a program that
 parks or powers on servers acts only on names that were meant. Node names are letters, digits and
 ``-_.`` (what a node name can be and what is safe on a command line). Bounded: at most
-:data:`MAX_TEXT` characters, :data:`MAX_NAMES` names.
+:data:`MAX_TEXT` characters, :data:`MAX_NAMES` names, numbers in brackets of at most 18 digits
+(Slurm takes up to 2**64-1; a node numbered beyond 10**18 is refused here).
 
 Pure standard library (runs in the programs on the slurmctld host, in modules, in plain pytest).
 """
@@ -50,12 +51,12 @@ def _items(expr):
             if not depth:
                 raise HostlistError("hostlist %r: a ']' without its '['" % expr)
             depth = 0
-        elif not depth and (ch == "," or ch.isspace()):
+        elif not depth and ch in ", \t":
             if cur:
                 items.append("".join(cur))
             cur = []
             continue
-        elif depth and ch.isspace():
+        elif depth and ch in " \t":
             raise HostlistError("hostlist %r: white space inside a bracket" % expr)
         cur.append(ch)
     if depth:
@@ -135,13 +136,15 @@ def compress(names):
     """One hostlist expression for ``names``, in their order: a run of names that differ only in a
     trailing number, consecutive and written alike (zero-padded to one width, or not padded),
     becomes a range. expand(compress(names)) == names."""
+    if len(names) > MAX_NAMES:
+        raise HostlistError("more than %d names for one hostlist" % MAX_NAMES)
     runs = []           # [prefix, width, first, last]; width None: a name without a trailing number
     for name in names:
         if not isinstance(name, str) or not name or not _TEXT.match(name):
             raise HostlistError("%r is not a node name (letters, digits, '-', '_', '.')" % (name,))
-        m = re.match(r"(.*?)([0-9]+)\Z", name)
-        if not m:
-            runs.append([name, None, None, None])
+        m = re.match(r"(.*?)([0-9]{1,18})\Z", name)
+        if not m or (m.group(1) and m.group(1)[-1].isdigit()):
+            runs.append([name, None, None, None])       # no number, or one too long for a range
             continue
         prefix, digits = m.group(1), m.group(2)
         width = len(digits) if digits.startswith("0") and len(digits) > 1 else 1

@@ -48,6 +48,12 @@ def test_the_wake_fields_come_from_the_observation(tmp_path):
         assert got["ok"] == ["h1"] and got["hosts"]["h1"]["method"] == "wol"
         packet, _ = udp.recvfrom(1024)
         assert packet == b"\xff" * 6 + bytes.fromhex(MAC.replace(":", "")) * 16
+        # one MAC written as text (fleetnap_wol_macs: "02:..."), as the option itself takes it
+        observed["h1"]["wol_macs"] = MAC
+        got = run_module("gear_wave", dict(args, observed=observed))
+        assert got["ok"] == ["h1"], got
+        packet, _ = udp.recvfrom(1024)
+        assert packet.endswith(bytes.fromhex(MAC.replace(":", "")))
     finally:
         srv.close()
         udp.close()

@@ -15,7 +15,7 @@ from ansible.module_utils.fleetnap.hostlist import MAX_NAMES, HostlistError, com
 VALID = ["node[1-3,7-8]", "node[3,1]", "n[01-03]", "a[1-2]b[3-4]", "node1,node1", "x[8-11]",
          "r[1-2]-n[001-002],login", "n[0-0]", "a,b,,c", "n[009-011]", "n[9-011]", "n[1-2] m1",
          "n[1-2],n[2-3]", "[1-2]", "n[0001-3]", "n[1-3,5]y[1-2]", " n1", "n1,", "gpu-a_1.x[10-12]",
-         "node[98-102]", "c[1-2]r[1-2]n[1-2]", "a[1-2]b[1-2]c[1-2]d[1-2]", "a[1-3]b[1-3]c[1-2]", "a[1-2]b[1-3]"]
+         "node[98-102]", "c[1-2]r[1-2]n[1-2]", "a[1-2]b[1-2]c[1-2]d[1-2]", "a[1-3]b[1-3]c[1-2]", "a[1-2]b[1-3]", "a\tb[1-2]"]
 # Slurm refuses these too ("Invalid hostlist")
 REFUSED_BY_BOTH = ["node[3-1]", "n[1-2]x", "n[1-3]:2", "n[]", "n[a-b]", "n[-1]", "n[1-2]]", "n[[1-2]]"]
 # Slurm makes up names for these (node[1-3 -> "node]", n[1-] -> n1, n[1,2 -> "n]" "2"); refused here
@@ -73,6 +73,20 @@ def test_compress_round_trips_and_scontrol_reads_it_back(scontrol):
         assert scontrol(text) == names, text
 
 
+def test_names_with_long_numbers_and_long_runs_round_trip_or_are_refused(scontrol):
+    long_numbers = ["host-2026112700000000001", "host-2026112700000000002"]
+    assert expand(compress(long_numbers)) == long_numbers == scontrol(compress(long_numbers))
+    assert expand(compress(["n9", "n10", "n09", "n1", "n01"])) == ["n9", "n10", "n09", "n1", "n01"]
+    with pytest.raises(HostlistError):
+        compress(["n%d" % i for i in range(MAX_NAMES + 1)])
+
+
+@pytest.mark.parametrize("expr", ["n1\nn[2-3]", "n1\rn2", "n1\x0bn2", "n1\u00a0n2"])
+def test_white_space_slurm_does_not_split_on_is_refused(scontrol, expr):
+    with pytest.raises(HostlistError):
+        expand(expr)
+
+
 def test_names_are_kept_in_order_and_unique_drops_repeats():
     assert unique(expand("n[1-3],n2,n[1-2]")) == ["n1", "n2", "n3"]
     assert compress(["n3", "n1", "n2"]) == "n3,n[1-2]"
@@ -88,6 +102,7 @@ def test_names_are_kept_in_order_and_unique_drops_repeats():
     ("n;reboot", "is not a node name"),
     ("n$(id)", "is not a node name"),
     ("n[1 -2]", "white space inside a bracket"),
+    ("n[1\t-2]", "white space inside a bracket"),
     ("n'1", "is not a node name"),
 ])
 def test_bad_expressions_are_refused_naming_what_is_wrong(bad, words):
