@@ -27,6 +27,7 @@ author:
 extends_documentation_fragment:
   - fleetnap.power.bmc
   - fleetnap.power.bmc_rate_limit
+  - fleetnap.power.attributes
 options:
   bmc_port:
     description: UDP port of the BMC's RMCP+ service.
@@ -97,14 +98,12 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reads the power state (a read-only IPMI command) and reports what it would change.
+    details:
+      - Reads the power state (a read-only IPMI command) and reports what it would change.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 requirements:
   - ipmitool on the host that runs the module
 notes:

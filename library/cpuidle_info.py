@@ -19,6 +19,8 @@ version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 extends_documentation_fragment:
   - fleetnap.power.sysfs_root
+  - fleetnap.power.attributes
+  - fleetnap.power.attributes.facts
 options:
   per_cpu:
     description:
@@ -28,19 +30,15 @@ options:
     default: true
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Read-only; runs the same in check mode.
+    details:
+      - Read-only; runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 seealso:
   - module: cpuidle_qos
 """

@@ -29,6 +29,8 @@ description:
     policy, and the role's PowerNap C(advise) path, which decides between reading and writing.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   max_latency_us:
     description:
@@ -114,17 +116,15 @@ options:
     default: /
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Computes and returns the decision and the diff, writes nothing.
+    details:
+      - Computes and returns the decision and the diff, writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
-    details: Before/after of disabled CPUs per state, PM QoS, the global limit and persistence.
+    details:
+      - Before/after of disabled CPUs per state, PM QoS, the global limit and persistence.
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 notes:
   - Requires a cpuidle driver for state limits. Without one the module reports no states and
     warns; an explicit state name then fails.

@@ -20,6 +20,7 @@ version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 extends_documentation_fragment:
   - fleetnap.power.sysfs_root
+  - fleetnap.power.attributes
 options:
   directory:
     description: node_exporter's textfile collector directory.
@@ -27,16 +28,13 @@ options:
     default: /var/lib/prometheus/node-exporter
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Reads and renders, writes nothing.
+    details:
+      - Reads and renders, writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 seealso:
   - module: cpuidle_info
   - module: textfile_metrics

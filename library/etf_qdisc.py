@@ -31,6 +31,8 @@ description:
     re-applying then.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   device:
     description: Network interface.
@@ -109,15 +111,14 @@ options:
     default: true
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Validates and compares; runs no tc command that changes anything and writes no file.
+    details:
+      - Validates and compares; runs no tc command that changes anything and writes no file.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
-    details: Before/after of the managed qdisc view and of persistence.
+    details:
+      - Before/after of the managed qdisc view and of persistence.
   platform:
-    description: Target OS/families that can be operated against.
     support: full
     platforms: linux
 notes:

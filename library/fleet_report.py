@@ -21,6 +21,8 @@ description:
     replaced (immutable, in an append-only directory) is refused before anything is written.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   artifacts_dir:
     description: The directory the playbooks write to (C(profile/), C(resume/), C(wake-latency/), C(gear/)).
@@ -35,15 +37,11 @@ options:
     default: fleetnap fleet report
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -28,6 +28,8 @@ description:
     records under C(/var/lib/fleetnap).
 version_added: "0.2.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   cstates:
     description:
@@ -148,17 +150,15 @@ options:
     default: /
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Decides both parts and returns the decision and the diff, writes nothing.
+    details:
+      - Decides both parts and returns the decision and the diff, writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
-    details: C(before)/C(after) hold C(cstates) (as M(cpuidle_qos)) and C(sleep) (as M(sleep_policy)).
+    details:
+      - C(before)/C(after) hold C(cstates) (as M(cpuidle_qos)) and C(sleep) (as M(sleep_policy)).
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 notes:
   - The PowerNap advice (role variable C(latency_profile_sleep_policy=advise)) runs on the controller;
     this module takes only the budget rule. The role keeps its multi-task path for advise.

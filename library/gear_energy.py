@@ -32,6 +32,8 @@ description:
     inventory's figures stay.
 version_added: "0.3.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   history_file:
     description: The gear history (one JSON object per line with C(finished) and C(power)). Missing = no shifts yet.
@@ -56,14 +58,16 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Computes the same; O(power_file) is not written.
+    details:
+      - Computes the same; O(power_file) is not written.
   diff_mode:
     support: full
-    description: The figures of O(power_file) before and after.
+    details:
+      - The figures of O(power_file) before and after.
   platform:
-    description: Runs on the controller.
     support: full
-    platforms: posix
+    details:
+      - Runs on the controller.
 seealso:
   - module: fleet_report
 """

@@ -28,6 +28,7 @@ author: fleetnap contributors (@fleetnap)
 extends_documentation_fragment:
   - fleetnap.power.fleet_bmc
   - fleetnap.power.bmc_rate_limit
+  - fleetnap.power.attributes
 options:
   hosts:
     description: The hosts to observe.
@@ -134,14 +135,16 @@ options:
 attributes:
   check_mode:
     support: full
-    description: It only reads; check mode observes the same.
+    details:
+      - It only reads; check mode observes the same.
   diff_mode:
     support: none
-    description: It changes nothing.
+    details:
+      - It changes nothing.
   platform:
-    description: Runs on the controller; ipmitool is needed there for hosts with a BMC.
     support: full
-    platforms: posix
+    details:
+      - Runs on the controller; ipmitool is needed there for hosts with a BMC.
 seealso:
   - module: host_wait
   - module: bmc_power

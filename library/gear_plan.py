@@ -29,6 +29,8 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   servers:
     description: Number of storage servers N in the fleet (all gear groups together).
@@ -152,14 +154,12 @@ options:
 attributes:
   check_mode:
     support: full
-    description: The module only reads; check mode runs it unchanged.
+    details:
+      - The module only reads; check mode runs it unchanged.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 notes:
   - Load units are servers' worth of load; each term of L is a rate divided by one server's capacity.
   - The Prometheus path uses only the Python standard library (urllib). It was tested against

@@ -34,6 +34,8 @@ description:
     naming both rows (they would make a metrics file node_exporter rejects whole).
 version_added: "0.4.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   plan:
     description: M(gear_shift_plan)'s return when the shift was planned.
@@ -134,14 +136,16 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Returns the record, the energy and the report; writes nothing.
+    details:
+      - Returns the record, the energy and the report; writes nothing.
   diff_mode:
     support: none
-    description: The record is returned whole.
+    details:
+      - The record is returned whole.
   platform:
-    description: Runs on the controller.
     support: full
-    platforms: posix
+    details:
+      - Runs on the controller.
 seealso:
   - module: gear_shift_plan
   - module: gear_state

@@ -28,6 +28,8 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   hosts:
     description:
@@ -77,14 +79,12 @@ options:
 attributes:
   check_mode:
     support: full
-    description: The module only reads; it runs unchanged in check mode.
+    details:
+      - The module only reads; it runs unchanged in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

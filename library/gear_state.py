@@ -41,6 +41,8 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   path:
     description: The state file (JSON with a C(hosts) object). Created when missing.
@@ -77,14 +79,14 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reports what would change; writes nothing.
+    details:
+      - Reports what would change; writes nothing.
   diff_mode:
     support: full
-    description: The hosts' states before and after.
+    details:
+      - The hosts' states before and after.
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -39,6 +39,7 @@ author: fleetnap contributors (@fleetnap)
 extends_documentation_fragment:
   - fleetnap.power.fleet_bmc
   - fleetnap.power.bmc_rate_limit
+  - fleetnap.power.attributes
 options:
   action:
     description: C(up) wakes the wave's hosts, C(down) parks them.
@@ -241,14 +242,16 @@ options:
 attributes:
   check_mode:
     support: full
-    description: In check mode nothing is sent; every host is reported as it would be acted on.
+    details:
+      - In check mode nothing is sent; every host is reported as it would be acted on.
   diff_mode:
     support: none
-    description: Power states are reported in the result, not as a diff.
+    details:
+      - Power states are reported in the result, not as a diff.
   platform:
-    description: Runs on the controller; ipmitool is needed there for hosts using their BMC.
     support: full
-    platforms: posix
+    details:
+      - Runs on the controller; ipmitool is needed there for hosts using their BMC.
 seealso:
   - module: gear_observe
   - module: gear_shift_plan

@@ -26,6 +26,8 @@ description:
     and its C(search_regex) does not apply there; this module waits until no greeting comes.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   host:
     description: Address of the host.
@@ -74,16 +76,13 @@ options:
     default: 3.0
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Only observes; runs the same in check mode.
+    details:
+      - Only observes; runs the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

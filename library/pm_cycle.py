@@ -34,6 +34,8 @@ description:
     state or has no RTC wake alarm for O(wake=rtc).
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   mode:
     description: Sleep state written to C(/sys/power/state).
@@ -98,18 +100,14 @@ options:
     default: 20.0
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
     details:
       - Checks that the host can do the cycle and reports it, without suspending.
       - With O(collect), analyses the cycle without keeping its log or removing its state.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 notes:
   - Needs root. The suspend is real, so run it only on hosts you mean to suspend.
 seealso:

@@ -18,6 +18,7 @@ version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
 extends_documentation_fragment:
   - fleetnap.power.sysfs_root
+  - fleetnap.power.attributes
 options:
   pm_print_times:
     description: Value for C(/sys/power/pm_print_times). Omit to leave it alone.
@@ -27,15 +28,11 @@ options:
     type: bool
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 notes:
   - The files exist only in kernels built with C(CONFIG_PM_SLEEP_DEBUG) (Debian's kernels are).
 seealso:

@@ -31,6 +31,8 @@ description:
 version_added: "1.0.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   src:
     description:
@@ -79,13 +81,13 @@ options:
     type: str
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: In check mode the HTML file is not written; C(changed) says whether it would be.
+    details:
+      - In check mode the HTML file is not written; C(changed) says whether it would be.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: partial
-    details: Reports the checksum of the HTML file before and after, not its text.
+    details:
+      - Reports the checksum of the HTML file before and after, not its text.
 notes:
   - Enable C(/sys/power/pm_print_times) (module C(pm_debug)) before the suspend you want to
     measure; without it the log has phase markers but no device callbacks.

@@ -27,6 +27,8 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   transition_latency_s:
     description:
@@ -127,14 +129,15 @@ options:
 attributes:
   check_mode:
     support: full
-    description: The advice is computed as usual. In check mode O(svg_dest) is not written, and C(changed) tells whether it would be.
+    details:
+      - The advice is computed as usual. In check mode O(svg_dest) is not written, and C(changed)
+        tells whether it would be.
   diff_mode:
     support: full
-    description: The diff shows the old and the new SVG text of O(svg_dest).
+    details:
+      - The diff shows the old and the new SVG text of O(svg_dest).
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 notes:
   - The model describes a single server that sleeps whenever it is idle, with Poisson arrivals. Its
     numbers are estimates for a decision, not a forecast of the power bill.

@@ -38,6 +38,7 @@ author:
 extends_documentation_fragment:
   - fleetnap.power.bmc
   - fleetnap.power.bmc_rate_limit.redfish
+  - fleetnap.power.attributes
 options:
   bmc_port:
     description: TCP port of the BMC's HTTPS (Redfish) service.
@@ -125,16 +126,13 @@ options:
 attributes:
   check_mode:
     support: full
-    description: >-
-      Reads the power state, the reset types and the boot settings (logging in and out) and reports
-      what it would send; sends no reset and no boot override.
+    details:
+      - Reads the power state, the reset types and the boot settings (logging in and out) and
+        reports what it would send; sends no reset and no boot override.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 notes:
   - Tested against the sushy-tools Redfish emulator (fake driver) over HTTPS with Basic
     authentication. It offers C(On), C(ForceOn), C(ForceOff), C(GracefulShutdown), C(GracefulRestart),

@@ -29,6 +29,8 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   cycles:
     description:
@@ -59,14 +61,14 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Nothing is changed in either mode; the summary is computed as usual.
+    details:
+      - Nothing is changed in either mode; the summary is computed as usual.
   diff_mode:
     support: none
-    description: Nothing is changed, so there is no diff.
+    details:
+      - Nothing is changed, so there is no diff.
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 seealso:
   - module: pm_cycle
   - module: pm_timeline

@@ -35,6 +35,8 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   path:
     description: The lock file. Its directory is created when missing.
@@ -59,12 +61,11 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reads the lock and reports (or refuses) as it would; writes nothing.
+    details:
+      - Reads the lock and reports (or refuses) as it would; writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
     platforms: linux
 notes:

@@ -28,6 +28,8 @@ description:
     for the C(latency_profile) role's PowerNap C(advise) path.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   allow:
     description: The deepest sleep state allowed. Required with O(state=present).
@@ -60,16 +62,13 @@ options:
     type: path
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Decides and reports C(changed) (the metrics file included), writes nothing.
+    details:
+      - Decides and reports C(changed) (the metrics file included), writes nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 seealso:
   - module: cpuidle_qos
 """

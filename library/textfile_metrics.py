@@ -16,6 +16,8 @@ description:
   - Rewrites the file only when its content changes.
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   name:
     description: File name without C(.prom), one per concern (C(resume), C(cpuidle), C(gear)).
@@ -36,15 +38,11 @@ options:
     default: /var/lib/prometheus/node-exporter
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -34,6 +34,8 @@ description:
     so the module reports C(changed=false).
 version_added: "0.1.0"
 author: fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   cpu:
     description:
@@ -101,14 +103,13 @@ options:
     default: fail
 attributes:
   check_mode:
-    description: Can run in C(check_mode) and return changed status prediction without modifying the target.
     support: full
-    details: Validates the input and returns the plan (states, CPUs, expected run time); measures nothing.
+    details:
+      - Validates the input and returns the plan (states, CPUs, expected run time); measures
+        nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
     platforms: linux
 notes:

@@ -25,6 +25,8 @@ description:
 version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.attributes
 options:
   macs:
     description:
@@ -58,14 +60,12 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Validates everything and reports what would be sent; sends nothing.
+    details:
+      - Validates everything and reports what would be sent; sends nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""
