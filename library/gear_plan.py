@@ -151,6 +151,23 @@ options:
     description: Fail when the layout checks find violations (they are returned either way).
     type: bool
     default: true
+  unit_prefix:
+    description:
+      - Name the systemd units of each gear change in RV(changes) (C(PREFIX-YYYYMMDD-HH)), as the
+        gear_schedule role installs them. Lower-case letters, digits and C(-), at most 64.
+    type: str
+  cron_command:
+    description:
+      - The command each gear change runs from cron (the shift, with the date); RV(changes) then has
+        C(cron_line), the line for C(/etc/cron.d) with C(-e gear_shift_gear=N) appended.
+      - One line of at most 4096 characters.
+    type: str
+  installed_units:
+    description:
+      - Paths of unit files an earlier schedule installed (its C(.timer) and C(.service) files, found by
+        the caller); RV(stale_units) says which of them to remove. Needs O(unit_prefix).
+    type: list
+    elements: path
 attributes:
   check_mode:
     support: full
@@ -237,6 +254,34 @@ table:
   description: RV(schedule) as a fixed-width text table.
   returned: success
   type: str
+changes:
+  description:
+    - The gear changes of RV(date) - hour 0 and every hour whose gear differs from the hour before -
+      what a schedule installs (one systemd timer, or one cron line, per change).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    hour: {description: Local hour 0..23., type: int}
+    gear: {description: The gear from that hour on., type: int}
+    groups_on: {description: Gear groups powered on., type: list, elements: int}
+    predicted_load: {description: Predicted peak load L in servers., type: float}
+    cron: {description: "The cron time fields (minute hour day month weekday) of that hour of RV(date).", type: str}
+    unit: {description: "With O(unit_prefix), the name of its units (C(PREFIX-YYYYMMDD-HH)), without suffix.", type: str}
+    cron_line: {description: "With O(cron_command), its line for C(/etc/cron.d).", type: str}
+  sample: [{hour: 0, gear: 1, groups_on: [2], predicted_load: 120.5, cron: "0 0 2 5 *", unit: fleetnap-gear-20240502-00}]
+changes_text:
+  description: RV(changes) in one line, for a report.
+  returned: success
+  type: str
+  sample: 0h -> gear 1, 6h -> gear 2, 12h -> gear 3, 18h -> gear 1
+stale_units:
+  description:
+    - With O(installed_units), those to remove - a past day's (before the controller's UTC date) and
+      RV(date)'s that RV(changes) no longer has; today's and later days' are kept.
+  returned: when O(installed_units) is given
+  type: list
+  elements: str
 date:
   description: The local date of RV(schedule).
   returned: success
@@ -284,6 +329,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import (
     METRICS, Capacity, GearError, check_layout, choose_gear, get_timezone, groups_at,
     check_epoch, parse_timestamp, peaks_from_series, plan, prom_fetch, prom_last_point, read_load_csv, table,
+    UNIT_PREFIX, day_changes, stale_units,
 )
 from ansible.module_utils.fleetnap.validate import check_params, items, name, number, path, text
 
@@ -309,6 +355,8 @@ CHECKS = {
     "at": text(max_len=64),
     "layout_hosts": items(100000),
     "replica_map": items(1000000),
+    "installed_units": items(100000),
+    "cron_command": text(max_len=4096),
     "min_copies": number(lo=1, hi=100, integer=True),
 }
 
@@ -332,8 +380,22 @@ def _moment(text, tz, name):
         raise GearError("%s %r is outside the dates this time zone can show" % (name, text))
 
 
+def check_units(p):
+    """unit_prefix and installed_units, before anything is read (cron_command: CHECKS, one line)."""
+    if p["unit_prefix"] is not None and not UNIT_PREFIX.match(p["unit_prefix"]):
+        raise GearError("option unit_prefix: %r is not a unit name prefix (lower-case letters, digits and '-', "
+                        "at most 64, starting with a letter or digit)" % p["unit_prefix"])
+    if p["installed_units"] is not None:
+        if not p["unit_prefix"]:
+            raise GearError("option installed_units: needs unit_prefix (the units' names)")
+        for i, unit in enumerate(p["installed_units"]):
+            if not unit.startswith("/") or "\x00" in unit or "/../" in unit + "/" or len(unit) > 4096:
+                raise GearError("option installed_units[%d]: %r is not an absolute path" % (i, unit))
+
+
 def run(module):
     p = module.params
+    check_units(p)
     tz = get_timezone(p["timezone"])
     capacity = Capacity(p["server_read_iops"], p["server_write_iops"], p["server_read_mbps"],
                         p["server_write_mbps"])
@@ -401,6 +463,11 @@ def run(module):
         out["layout"] = layout
     elif p["replica_map"]:
         raise GearError("replica_map needs layout_hosts (host -> gear_group) to be checked")
+    out["changes"] = day_changes(result["schedule"], result["date"], p["unit_prefix"], p["cron_command"])
+    out["changes_text"] = ", ".join("%dh -> gear %d" % (c["hour"], c["gear"]) for c in out["changes"])
+    if p["installed_units"] is not None:
+        out["stale_units"] = stale_units(p["installed_units"], p["unit_prefix"], result["date"], out["changes"],
+                                         time.strftime("%Y-%m-%d", time.gmtime()))
     out["elapsed_s"] = round(time.time() - started, 4)
     return out
 
@@ -432,6 +499,9 @@ def main():
             replica_map=dict(type="dict"),
             min_copies=dict(type="int", default=1),
             fail_on_layout_violations=dict(type="bool", default=True),
+            unit_prefix=dict(type="str"),
+            cron_command=dict(type="str"),
+            installed_units=dict(type="list", elements="path"),
         ),
         mutually_exclusive=[("load_csv", "prometheus_url")],
         required_one_of=[("load_csv", "prometheus_url")],

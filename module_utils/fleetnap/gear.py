@@ -39,6 +39,7 @@ import csv
 import io
 import math
 import os
+import re
 import time
 from datetime import date, datetime, timezone as dt_timezone
 
@@ -726,6 +727,50 @@ def plan(peaks, servers, replicas, gmin, train_days=None, day=None):
         "evaluation": evaluate(peaks, prediction, test, servers, replicas, gmin) if test else None,
     }
     return result
+
+
+UNIT_PREFIX = re.compile(r"[a-z0-9][a-z0-9-]{0,63}\Z")
+_UNIT_DAY = re.compile(r"-([0-9]{8})-[0-9]{2}[.](?:timer|service)\Z")
+
+
+def day_changes(rows, date_text, prefix=None, cron_command=None):
+    """The gear changes of a day's schedule: hour 0 and every hour whose gear differs from the hour
+    before, each with its cron time fields (minute hour day month weekday); with ``prefix``, the
+    name of the systemd units that run it (PREFIX-YYYYMMDD-HH); with ``cron_command``, its line for
+    /etc/cron.d (the time fields, root, the command and -e gear_shift_gear=N)."""
+    y, m, d = (int(x) for x in date_text.split("-"))
+    out, prev = [], None
+    for r in rows:
+        if r["gear"] == prev:
+            continue
+        prev = r["gear"]
+        change = {"hour": r["hour"], "gear": r["gear"], "groups_on": r["groups_on"],
+                  "predicted_load": r["predicted_load"], "cron": "0 %d %d %d *" % (r["hour"], d, m)}
+        if prefix:
+            change["unit"] = "%s-%04d%02d%02d-%02d" % (prefix, y, m, d, r["hour"])
+        if cron_command:
+            change["cron_line"] = "%s root %s -e gear_shift_gear=%d" % (change["cron"], cron_command, r["gear"])
+        out.append(change)
+    return out
+
+
+def stale_units(paths, prefix, date_text, changes, today_text):
+    """Of the unit files a schedule installed earlier (PREFIX-YYYYMMDD-HH.timer/.service), those to
+    remove: a past day's (before ``today_text``, YYYY-MM-DD), and ``date_text``'s that ``changes``
+    no longer has. Other files, today's and later days' units are kept."""
+    day = date_text.replace("-", "")
+    today = today_text.replace("-", "")
+    keep = set(c["unit"] for c in changes)
+    out = []
+    for path in sorted(paths):
+        base = path.rsplit("/", 1)[-1]
+        m = _UNIT_DAY.search(base)
+        if not base.startswith(prefix + "-") or not m or base[len(prefix) + 1:].count("-") != 1:
+            continue
+        name = base.rsplit(".", 1)[0]
+        if m.group(1) < today or (m.group(1) == day and name not in keep):
+            out.append(path)
+    return out
 
 
 def table(rows, servers=None, replicas=None):

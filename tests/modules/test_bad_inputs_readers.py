@@ -295,6 +295,16 @@ GEAR_PLAN = [
     ("replica_map holders a number", dict(GP, layout_hosts={"h%d" % g: {"gear_group": g} for g in (1, 2, 3)},
                                                   replica_map={"item": 5}),
      "item item: hosts must be a host name or a list"),
+    ("unit_prefix with a slash", dict(GP, unit_prefix="../x"), "option unit_prefix: '../x' is not a unit name prefix"),
+    ("unit_prefix upper case", dict(GP, unit_prefix="Gear"), "option unit_prefix: 'Gear' is not a unit name prefix"),
+    ("installed_units without unit_prefix", dict(GP, installed_units=["/etc/systemd/system/a.timer"]),
+     "option installed_units: needs unit_prefix"),
+    ("installed_units relative", dict(GP, unit_prefix="g", installed_units=["g-20240101-00.timer"]),
+     "option installed_units[0]: 'g-20240101-00.timer' is not an absolute path"),
+    ("installed_units with ..", dict(GP, unit_prefix="g", installed_units=["/etc/../g-20240101-00.timer"]),
+     "option installed_units[0]: '/etc/../g-20240101-00.timer' is not an absolute path"),
+    ("installed_units a string", dict(GP, unit_prefix="g", installed_units=7), "installed_units"),
+    ("cron_command two lines", dict(GP, cron_command="true\nrm -rf /"), "option cron_command: control characters"),
 ]
 
 # --- gear_shift_plan: pure planning, the state file prepared per case -----------------------------
@@ -744,7 +754,9 @@ for _case, _text in _BAD_CSV.items():
 for _case in ("layout host a string", "layout gear_group inf", "replica_map holders a number",
               "servers 0", "servers a billion", "replicas a million", "gmin 0", "capacity nan", "capacity inf",
               "capacity 0", "train_days a million", "min_copies a million", "at nan", "at 1e300",
-              "date year 10000", "timezone with .."):
+              "date year 10000", "timezone with ..", "unit_prefix with a slash", "unit_prefix upper case",
+              "installed_units without unit_prefix", "installed_units relative", "installed_units with ..",
+              "installed_units a string", "cron_command two lines"):
     PREPARE[("gear_plan", _case)] = lambda d: _write(d / "load.csv", csv_day())
 _STATES = {
     "state not UTF-8": b'{"hosts": {"lab1": {"state": "on", "note": "\xff"}}}',

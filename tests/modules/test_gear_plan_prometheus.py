@@ -399,10 +399,10 @@ def test_bad_range_is_refused_before_any_query(module_runner, prometheus, histor
 def _schedule_playbook(tmp_path, *extra):
     from conftest import REPO, VENV_BIN
     cmd = [str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(REPO / "playbooks/gear_schedule.yml"),
-           "-e", "gear_servers=60", "-e", "gear_replicas=3", "-e", "gear_train_days=%d" % COUNTER_TRAIN_DAYS,
+           "-e", "gear_shift_servers=60", "-e", "gear_shift_replicas=3", "-e", "gear_schedule_train_days=%d" % COUNTER_TRAIN_DAYS,
            "-e", "gear_schedule_date=2025-01-13", "-e", "gear_schedule_dry_run=true",
            "-e", "gear_schedule_unit_dir=%s" % (tmp_path / "units"),
-           *[a for k, v in CAPS.items() for a in ("-e", "gear_%s=%s" % (k, v))], *extra]
+           *[a for k, v in CAPS.items() for a in ("-e", "gear_shift_%s=%s" % (k, v))], *extra]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -412,14 +412,14 @@ def _schedule_playbook(tmp_path, *extra):
 
 
 def test_gear_schedule_playbook_from_prometheus_equals_csv(prometheus, history, tmp_path):
-    """gear_schedule.yml with gear_prometheus_url and its default PromQL (node_exporter disk
+    """gear_schedule.yml with gear_shift_prometheus_url and its default PromQL (node_exporter disk
     counters) prints the same gear changes as with the CSV of the same rates."""
     blocks = history["blocks"]
-    from_csv = _schedule_playbook(tmp_path, "-e", "gear_load_csv=%s" % history["counter_csv"])
+    from_csv = _schedule_playbook(tmp_path, "-e", "gear_shift_load_csv=%s" % history["counter_csv"])
     from_prom = _schedule_playbook(
-        tmp_path, "-e", "gear_prometheus_url=%s" % prometheus["url"],
-        "-e", "gear_prometheus_start=%s" % _iso(blocks[0][0]),
-        "-e", "gear_prometheus_end=%s" % _iso(blocks[-1][0] + INTERVAL), "-e", "gear_prometheus_step=%d" % INTERVAL)
+        tmp_path, "-e", "gear_shift_prometheus_url=%s" % prometheus["url"],
+        "-e", "gear_shift_prometheus_start=%s" % _iso(blocks[0][0]),
+        "-e", "gear_shift_prometheus_end=%s" % _iso(blocks[-1][0] + INTERVAL), "-e", "gear_shift_prometheus_step=%d" % INTERVAL)
     assert from_prom == from_csv
     assert len(from_csv.split("->")) > 2, from_csv   # the day has gear changes, or equality proves little
     assert not (tmp_path / "units").exists()

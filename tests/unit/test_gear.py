@@ -469,3 +469,32 @@ def test_prom_fetch_http_error_shows_the_api_error():
 
     with pytest.raises(GearError, match="HTTP 400 for 'sum\\(x': bad_data: 1:15: parse error: unclosed"):
         gear.prom_fetch("http://prom:9090", "sum(x", 0, 3600, 60, opener=bad_query)
+
+
+# --- the day's changes and the units to remove (gear_schedule's decisions, issue 36) -------------
+
+ROWS = [{"hour": h, "gear": g, "groups_on": list(range(1, g + 1)), "predicted_load": float(g)}
+        for h, g in enumerate([1] * 6 + [2] * 6 + [3] * 6 + [1] * 6)]
+
+
+def test_day_changes_are_hour_zero_and_every_new_gear_with_unit_and_cron_line():
+    out = gear.day_changes(ROWS, "2030-06-15", "fleetnap-gear", "cd /x && ap shift.yml -e gear_shift_date=2030-06-15")
+    assert [(c["hour"], c["gear"]) for c in out] == [(0, 1), (6, 2), (12, 3), (18, 1)]
+    assert out[2]["unit"] == "fleetnap-gear-20300615-12" and out[2]["cron"] == "0 12 15 6 *"
+    assert out[2]["cron_line"] == "0 12 15 6 * root cd /x && ap shift.yml -e gear_shift_date=2030-06-15 -e gear_shift_gear=3"
+    bare = gear.day_changes(ROWS, "2030-06-15")
+    assert "unit" not in bare[0] and "cron_line" not in bare[0]
+    assert gear.day_changes([dict(r, gear=2) for r in ROWS], "2030-06-15") == [dict(bare[0], gear=2)]
+
+
+def test_stale_units_are_past_days_and_this_days_no_longer_planned_never_today_or_later_or_others():
+    changes = gear.day_changes(ROWS, "2030-06-15", "fg")
+    d = "/etc/systemd/system/"
+    found = [d + n for n in ("fg-20300615-00.timer", "fg-20300615-03.service", "fg-20300615-03.timer",
+                             "fg-20300614-06.timer", "fg-20300616-06.timer", "fg-20300613-00.service",
+                             "fg-x-20300601-01.timer", "other-20200101-00.timer", "fg-20200101-00.conf")]
+    stale = gear.stale_units(found, "fg", "2030-06-15", changes, "2030-06-14")
+    assert stale == [d + n for n in ("fg-20300613-00.service", "fg-20300615-03.service", "fg-20300615-03.timer")]
+    # run on the day itself: that day's planned units stay, the day before goes
+    stale = gear.stale_units(found, "fg", "2030-06-15", changes, "2030-06-15")
+    assert d + "fg-20300614-06.timer" in stale and d + "fg-20300615-00.timer" not in stale
