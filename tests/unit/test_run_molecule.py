@@ -10,10 +10,12 @@ import sys
 from conftest import REPO
 
 STAND_IN = """#!/bin/sh
-# molecule test -s NAME
-echo "start $3" >> "$ORDER"; sleep 0.4; echo "end $3" >> "$ORDER"
-echo "log of $3"
-[ "$3" != "$FAIL" ]
+# molecule --base-config FILE test -s NAME (every scenario extends the repository's base configuration)
+for name; do :; done
+[ "$1" = --base-config ] && [ -f "$2" ] && [ "$3 $4" = "test -s" ] || { echo "not called as expected: $*"; exit 3; }
+echo "start $name" >> "$ORDER"; sleep 0.4; echo "end $name" >> "$ORDER"
+echo "log of $name"
+[ "$name" != "$FAIL" ]
 """
 
 
