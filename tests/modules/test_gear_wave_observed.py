@@ -6,38 +6,22 @@ MAC the observation names, and the host entry alone (no MAC) would be refused.""
 from __future__ import annotations
 
 import socket
-import threading
 
 from conftest import run_module
+from test_controller_modules import GreetingServer
 
 MAC = "02:fe:00:00:35:01"
 
 
-def greeter():
-    """A TCP listener on loopback that greets like sshd."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-
-    def serve():
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(b"SSH-2.0-fleetnap-test\r\n")
-    threading.Thread(target=serve, daemon=True).start()
-    return srv
-
-
 def test_the_wake_fields_come_from_the_observation(tmp_path):
-    srv = greeter()
+    srv = GreetingServer()          # greets like sshd
+    srv.answering.set()
+    srv.start()
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
     udp.settimeout(10)
     try:
-        host = {"name": "h1", "address": "127.0.0.1", "port": srv.getsockname()[1]}
+        host = {"name": "h1", "address": "127.0.0.1", "port": srv.port}
         observed = {"h1": {"ssh": False, "bmc": None, "up_methods": ["wol"], "wol_macs": [MAC],
                            "wol_address": "127.0.0.1", "wol_port": udp.getsockname()[1], "group": 1}}
         args = {"action": "up", "hosts": [host], "wol_timeout": 5, "rate_limit_dir": str(tmp_path / "rl")}
@@ -55,5 +39,7 @@ def test_the_wake_fields_come_from_the_observation(tmp_path):
         packet, _ = udp.recvfrom(1024)
         assert packet.endswith(bytes.fromhex(MAC.replace(":", "")))
     finally:
-        srv.close()
+        srv.stop.set()
+        srv.join()
+        srv.sock.close()
         udp.close()
