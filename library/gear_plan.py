@@ -331,8 +331,9 @@ from ansible.module_utils.fleetnap.gear import (
     check_epoch, parse_timestamp, peaks_from_series, plan, prom_fetch, prom_last_point, read_load_csv, table,
     UNIT_PREFIX, day_changes, stale_units,
 )
-from ansible.module_utils.fleetnap.validate import check_params, items, name, number, path, text
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, items, name, number, path, text
 
+UNIT_PATH = path()
 # Every number finite and bounded before anything is built from it (groups, days, windows).
 CHECKS = {
     "servers": number(lo=1, hi=100000, integer=True),
@@ -389,8 +390,10 @@ def check_units(p):
         if not p["unit_prefix"]:
             raise GearError("option installed_units: needs unit_prefix (the units' names)")
         for i, unit in enumerate(p["installed_units"]):
-            if not unit.startswith("/") or "\x00" in unit or "/../" in unit + "/" or len(unit) > 4096:
-                raise GearError("option installed_units[%d]: %r is not an absolute path" % (i, unit))
+            try:
+                UNIT_PATH("installed_units[%d]" % i, unit)      # the one path check every option has
+            except ParamError as exc:
+                raise GearError(str(exc))
 
 
 def run(module):

@@ -300,9 +300,9 @@ GEAR_PLAN = [
     ("installed_units without unit_prefix", dict(GP, installed_units=["/etc/systemd/system/a.timer"]),
      "option installed_units: needs unit_prefix"),
     ("installed_units relative", dict(GP, unit_prefix="g", installed_units=["g-20240101-00.timer"]),
-     "option installed_units[0]: 'g-20240101-00.timer' is not an absolute path"),
+     "option installed_units[0]: must be an absolute path"),
     ("installed_units with ..", dict(GP, unit_prefix="g", installed_units=["/etc/../g-20240101-00.timer"]),
-     "option installed_units[0]: '/etc/../g-20240101-00.timer' is not an absolute path"),
+     "option installed_units[0]: '..' is not allowed in a path"),
     ("installed_units a string", dict(GP, unit_prefix="g", installed_units=7), "installed_units"),
     ("cron_command two lines", dict(GP, cron_command="true\nrm -rf /"), "option cron_command: control characters"),
 ]
