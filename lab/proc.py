@@ -140,10 +140,28 @@ def port_free(port: int, kind: int, addr: str = "127.0.0.1") -> bool:
     return True
 
 
+def port_held(port: int, kind: int, addr: str = "127.0.0.1") -> bool:
+    """True if a socket of this network namespace is bound to addr:port (or to 0.0.0.0:port): a
+    UDP socket, or a TCP socket listening. Read from /proc/net/udp or /proc/net/tcp, never by
+    binding the port: a probe that binds it can take it in the very moment the program waited
+    for binds it (ipmi_sim then exits "Unable to bind to LAN port: Address already in use")."""
+    table = "/proc/net/udp" if kind == socket.SOCK_DGRAM else "/proc/net/tcp"
+    wanted = {"%08X:%04X" % (int.from_bytes(socket.inet_aton(a), "little"), port)
+              for a in (addr, "0.0.0.0")}
+    with open(table, encoding="ascii") as fh:
+        next(fh, None)                          # the header line
+        for line in fh:
+            fields = line.split()
+            if len(fields) > 3 and fields[1] in wanted and (kind == socket.SOCK_DGRAM or fields[3] == "0A"):
+                return True                     # 0A: TCP_LISTEN
+    return False
+
+
 def wait_port(port: int, kind: int, timeout: float, addr: str = "127.0.0.1",
               child: subprocess.Popen | None = None, poll: float = 0.1) -> bool:
-    """wait_for something to hold addr:port (True), at most timeout seconds or until child exits."""
-    return wait_for(lambda: not port_free(port, kind, addr), timeout, child=child, poll=poll)
+    """wait_for something to hold addr:port (True), at most timeout seconds or until child exits.
+    Looks (port_held), never binds: see port_held."""
+    return wait_for(lambda: port_held(port, kind, addr), timeout, child=child, poll=poll)
 
 
 def ssh_greets(addr: str, port: int, timeout: float) -> bool:

@@ -12,8 +12,8 @@ import time
 import pytest
 
 import bmc
-from proc import (all_processes, file_lock, pid_alive, port_free, read_pid, running, spawn, ssh_greets, terminate,
-                  wait_for, wait_gone, wait_port, write_atomic, write_private)
+from proc import (all_processes, file_lock, pid_alive, port_free, port_held, read_pid, running, spawn, ssh_greets,
+                  terminate, wait_for, wait_gone, wait_port, write_atomic, write_private)
 
 SLEEPER = "import signal, sys, time\n%s\nprint('ready', flush=True)\ntime.sleep(60)\n"
 
@@ -86,14 +86,33 @@ def test_read_pid(tmp_path, pid_text, pid):
 
 
 @pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM])
-def test_port_free_and_wait_port(kind):
+@pytest.mark.parametrize("bind_addr", ["127.0.0.1", "0.0.0.0"])
+def test_port_free_and_wait_port(kind, bind_addr):
     with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((bind_addr, 0))
         port = s.getsockname()[1]
+        if kind == socket.SOCK_STREAM:
+            assert not port_held(port, kind)    # bound, not yet listening: nobody to connect to
+            s.listen()
         assert not port_free(port, kind)
+        assert port_held(port, kind)
         assert wait_port(port, kind, 5)
     assert port_free(port, kind)
+    assert not port_held(port, kind)
     assert not wait_port(port, kind, 0.2)
+
+
+def test_wait_port_never_binds_the_port_it_waits_for(monkeypatch):
+    """The CI failure of 2026-11-27: wait_port probed by binding the port, and ipmi_sim, binding it
+    in the same moment, exited 'Unable to bind to LAN port: Address already in use'."""
+    def no_bind(*args):
+        raise AssertionError("wait_port bound a socket")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        monkeypatch.setattr(socket.socket, "bind", no_bind)
+        assert wait_port(port, socket.SOCK_DGRAM, 5)
+        assert not wait_port(port + 1 if port < 65535 else port - 1, socket.SOCK_DGRAM, 0.2)
 
 
 def _server(greeting: bytes):
