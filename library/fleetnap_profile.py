@@ -19,6 +19,9 @@ description:
   - "The sleep state: V(deep) when the host offers S3 and the measured resume latency fits
     O(sleep.resume_budget_ms) (or there is no budget), else V(s2idle) when O(sleep.fallback=s2idle)
     and the host offers suspend-to-idle, else V(none)."
+  - With O(sleep.advice) the PowerNap model of M(powernap_advice) decides instead of the budget, in
+    this same call on the host; S3 is allowed when the host offers it, its resume latency is
+    measured and the model advises sleeping at the given utilisation.
   - Both parts are planned (read, validated, decided, writability checked) before anything is
     written, so bad input in either part fails and changes nothing. If the sleep part fails while
     writing, the C-state writes of the same call are rolled back.
@@ -123,6 +126,44 @@ options:
         description: When the decision is V(none), mask systemd's sleep targets (see M(sleep_policy)).
         type: bool
         default: true
+      advice:
+        description:
+          - Decide S3 by the PowerNap model (M(powernap_advice)) instead of O(sleep.resume_budget_ms),
+            which is then not used. The model's other constants keep the defaults M(powernap_advice)
+            documents.
+          - Omit (or null) for the budget rule.
+        type: dict
+        suboptions:
+          utilization:
+            description:
+              - The host's recent utilisation, a busy fraction in [0, 1), or a list of such samples
+                (at most 100000) of which O(sleep.advice.utilization_percentile) is used.
+            type: raw
+            required: true
+          utilization_percentile:
+            description: The percentile of the samples used, in (0, 100] (the busy hours, not the average).
+            type: float
+            default: 95.0
+          response_time_objective:
+            description: Mean response time allowed, as a multiple (>= 1) of the one without power management.
+            type: float
+            default: 1.5
+          require_beating_dvfs:
+            description: Advise sleeping only when it also draws less power than DVFS would.
+            type: bool
+            default: true
+          service_time_s:
+            description: Mean request service time of the host's service, in seconds.
+            type: float
+            default: 0.038
+          service_time_cv:
+            description: Coefficient of variation of the service time.
+            type: float
+            default: 1.0
+          svg:
+            description: Return the model's power and response-time curves as SVG text in RV(powernap_svg).
+            type: bool
+            default: false
   measurements_file:
     description:
       - The JSON the measurement playbooks store on the host, found under O(sysfs_root)
@@ -176,6 +217,15 @@ EXAMPLES = r"""
       declared_latency_margin: 1.5
     sleep:
       resume_budget_ms: 500
+
+- name: Allow S3 only where the PowerNap model says sleeping pays at this host's load
+  fleetnap.power.fleetnap_profile:
+    cstates:
+      max_latency_us: 50
+    sleep:
+      advice:
+        utilization: [0.02, 0.05, 0.04, 0.11]
+        response_time_objective: 1.5
 
 - name: A latency-critical host (C1 at most, no system sleep at all), publish metrics
   fleetnap_profile:
@@ -244,6 +294,19 @@ resume_measured_ms:
   returned: always
   type: raw
   sample: 142.6
+powernap:
+  description:
+    - The PowerNap advice, as M(powernap_advice) returns it (C(advice), C(reason), the power and
+      response-time figures, the model); empty without O(sleep.advice) or when the resume latency
+      is not measured.
+  returned: always
+  type: dict
+  sample: {advice: sleep, reason: "resume 10 ms at 2 % load (single value): power 0.13x (DVFS 0.71x, crossover 42.1 %),
+           response 1.26x <= objective 1.5x"}
+powernap_svg:
+  description: The model's curves (SVG text), highlighting the host's resume latency.
+  returned: when O(sleep.advice.svg) is true and the advice was computed
+  type: str
 cstates:
   description: The gate's full result, as M(cpuidle_qos) returns it (without C(diff)).
   returned: always
@@ -265,7 +328,13 @@ from ansible.module_utils.fleetnap.parse import ParseError, loads, number_of
 from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sleeppolicy import apply_sleep, plan_sleep, sleep_result
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError
-from ansible.module_utils.fleetnap.validate import ansible_module, check_params, path as path_check
+from ansible.module_utils.fleetnap.powernap import (
+    DEFAULTS, SEED_LATENCIES_S, PowerNapError, advise, format_latency, pct, render_svg, summarize_utilization,
+    utilization_input,
+)
+from ansible.module_utils.fleetnap.validate import (
+    ParamError, ansible_module, check_params, number as number_check, path as path_check, validate,
+)
 
 CHECKS = {"sysfs_root": path_check(), "metrics_dir": path_check(), "measurements_file": path_check()}
 
@@ -276,8 +345,24 @@ SLEEP_OPTIONS = dict(
     resume_metric=dict(type="str", choices=["end_to_end", "kernel"], default="end_to_end"),
     fallback=dict(type="str", choices=["s2idle", "none"], default="s2idle"),
     mask_targets=dict(type="bool", default=True),
+    advice=dict(type="dict", options=dict(
+        utilization=dict(type="raw", required=True),
+        utilization_percentile=dict(type="float", default=95.0),
+        response_time_objective=dict(type="float", default=1.5),
+        require_beating_dvfs=dict(type="bool", default=True),
+        service_time_s=dict(type="float", default=DEFAULTS["service_time_s"]),
+        service_time_cv=dict(type="float", default=DEFAULTS["service_time_cv"]),
+        svg=dict(type="bool", default=False),
+    )),
 )
 NOT_MEASURED = "resume latency not measured yet (run measure_resume.yml)"
+# The advice's numbers, bounded as powernap_advice bounds them (the model squares and powers them).
+ADVICE_CHECKS = {
+    "sleep.advice.utilization_percentile": number_check(lo=0, lo_open=True, hi=100),
+    "sleep.advice.response_time_objective": number_check(lo=1, hi=1000),
+    "sleep.advice.service_time_s": number_check(lo=0, lo_open=True, hi=3600),
+    "sleep.advice.service_time_cv": number_check(lo=0, hi=100),
+}
 
 
 def argument_spec():
@@ -350,6 +435,54 @@ def decide_sleep(offer, budget, budget_f, resume, resume_f, fallback):
     return state, reason
 
 
+def powernap_advice(module, advice, resume_f):
+    """The PowerNap advice for a resume of resume_f ms (None: not measured, no advice): (result,
+    svg text or None). Its inputs are checked before anything else is read."""
+    try:
+        validate(dict(("sleep.advice." + k, v) for k, v in advice.items()), ADVICE_CHECKS)
+        util = utilization_input(advice["utilization"], "sleep.advice.utilization")
+        summarize_utilization(util, advice["utilization_percentile"])     # every sample checked now
+    except (ParamError, PowerNapError) as exc:
+        msg = str(exc)
+        module.fail_json(msg="%s%s; nothing was changed"
+                             % ("" if msg.startswith(("option ", "sleep.advice")) else "sleep.advice.", msg))
+    if resume_f is None:
+        return {}, None
+    params = dict(DEFAULTS, transition_latency_s=resume_f / 1000.0, suspend_latency_s=None, utilization=util,
+                  utilization_percentile=advice["utilization_percentile"],
+                  response_time_objective=advice["response_time_objective"],
+                  require_beating_dvfs=advice["require_beating_dvfs"],
+                  service_time_s=advice["service_time_s"], service_time_cv=advice["service_time_cv"])
+    try:
+        out, model, tr, rho = advise(params)
+        svg = None
+        if advice["svg"]:
+            title = "PowerNap vs DVFS: resume %s, utilisation %s (%s)" % (
+                format_latency(tr), pct(rho), out["utilization_summary"])
+            svg = render_svg(list(SEED_LATENCIES_S), model, utilization=rho, title=title, highlight_s=tr)
+    except PowerNapError as exc:
+        module.fail_json(msg="sleep.advice: %s; nothing was changed" % exc)
+    return out, svg
+
+
+def decide_advised(offer, resume, advice, fallback):
+    """The advice's rule (the role's former advise path): (state, reason)."""
+    sleeps = bool(advice) and advice["advice"] == "sleep"
+    if offer["s3_available"] and sleeps:
+        state = "deep"
+    elif fallback == "s2idle" and offer["s2idle_available"]:
+        state = "s2idle"
+    else:
+        state = "none"
+    if not offer["s3_available"]:
+        reason = "S3 not offered by this host"
+    elif resume is None:
+        reason = NOT_MEASURED
+    else:
+        reason = "powernap_advice: %s, %s" % (advice["advice"], advice["reason"])
+    return state, reason
+
+
 def main():
     module = ansible_module(argument_spec=argument_spec(), supports_check_mode=True)
     check_params(module, CHECKS)
@@ -375,8 +508,14 @@ def main():
     else:
         resume = stored.get("resume", {}).get(sp["resume_metric"] + "_ms")
     resume_f = number(module, "%s: resume.%s_ms" % (fs.path(p["measurements_file"]), sp["resume_metric"]), resume)
+    advice, svg = ({}, None)
+    if sp["advice"] is not None:
+        advice, svg = powernap_advice(module, sp["advice"], resume_f)
     offer = read_sleep(fs)
-    decided, reason = decide_sleep(offer, sp["resume_budget_ms"], budget_f, resume, resume_f, sp["fallback"])
+    if sp["advice"] is not None:
+        decided, reason = decide_advised(offer, resume, advice, sp["fallback"])
+    else:
+        decided, reason = decide_sleep(offer, sp["resume_budget_ms"], budget_f, resume, resume_f, sp["fallback"])
 
     gate_p = dict(p["cstates"], measured_latency_us=measured, state=p["state"], sysfs_root=p["sysfs_root"],
                   metrics_dir=p["metrics_dir"])
@@ -417,7 +556,10 @@ def main():
         resume_measured_ms=resume,
         cstates=cstates,
         sleep_policy=sleep_res,
+        powernap=advice,
     )
+    if svg is not None:
+        result["powernap_svg"] = svg
     if module._diff:
         result["diff"] = diff
     module.exit_json(**result)

@@ -276,18 +276,17 @@ svg_dest:
 
 import os
 
-from ansible.module_utils.fleetnap import fileio, parse
+from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils.fleetnap.powernap import (
     DEFAULTS,
-    Model,
     PowerNapError,
+    advise,
     check_latency,
-    crossover_utilization,
-    evaluate,
     format_latency,
+    pct,
     render_svg,
-    summarize_utilization,
+    utilization_input,
 )
 
 from ansible.module_utils.fleetnap.validate import (
@@ -295,7 +294,6 @@ from ansible.module_utils.fleetnap.validate import (
 )
 
 MODEL_OPTIONS = tuple(sorted(DEFAULTS))
-MAX_SAMPLES = 100000
 
 # Every number finite and bounded: the model raises x ** exponent and squares service times, so an
 # absurd value would overflow in the middle of the computation instead of being refused here.
@@ -317,50 +315,6 @@ CHECKS = {
     "svg_latencies_s": all_of(items(50), numbers(lo=0, hi=3600)),
     "svg_title": text_check(max_len=300),
 }
-
-
-def _pct(x):
-    return ("%.1f" % (x * 100)).rstrip("0").rstrip(".") + " %"
-
-
-def advise(params):
-    model = Model(**dict((k, params[k]) for k in MODEL_OPTIONS))
-    tr = check_latency(params["transition_latency_s"])
-    ts = params["suspend_latency_s"]
-    ts = tr if ts is None else check_latency(ts, "suspend_latency_s")
-    rho, summary = summarize_utilization(params["utilization"], params["utilization_percentile"])
-    objective = params["response_time_objective"]
-    if objective is None or objective < 1:
-        raise PowerNapError("response_time_objective must be >= 1 (a multiple of the mean response "
-                            "time without power management, e.g. 1.5), got %r" % objective)
-    ev = evaluate(rho, tr, model, suspend_latency_s=ts)
-    cross = crossover_utilization(tr, model, suspend_latency_s=ts)
-    pn, dv = ev["powernap"], ev["dvfs"]
-    beats_dvfs = pn["power"] < dv["power"]
-    saves = pn["power_rel"] < 1.0 and (beats_dvfs or not params["require_beating_dvfs"])
-    keeps = pn["response_time_rel"] <= objective
-    advice = "sleep" if (saves and keeps) else "stay-awake"
-    reason = "resume %s at %s load (%s): power %.2fx (DVFS %.2fx, crossover %s), response %.2fx %s objective %gx" % (
-        format_latency(tr), _pct(rho), summary, pn["power_rel"], dv["power_rel"],
-        _pct(cross) if cross is not None else "none", pn["response_time_rel"],
-        "<=" if keeps else ">", objective)
-    out = {
-        "utilization": rho,
-        "utilization_summary": summary,
-        "powernap": pn,
-        "dvfs": dv,
-        "baseline": ev["baseline"],
-        "crossover_utilization": cross,
-        "saves_power": saves,
-        "beats_dvfs": beats_dvfs,
-        "keeps_objective": keeps,
-        "advice": advice,
-        "reason": reason,
-        "model": dict(model.as_dict(), transition_latency_s=tr, suspend_latency_s=ts,
-                      response_time_objective=objective,
-                      require_beating_dvfs=params["require_beating_dvfs"]),
-    }
-    return out, model, tr, rho
 
 
 def write_svg(module, dest, text):
@@ -412,31 +366,13 @@ def main():
     module = ansible_module(argument_spec=spec, supports_check_mode=True)
     check_params(module, CHECKS)
     p = module.params
-    util = p["utilization"]
-    if isinstance(util, str):
-        # A templated list arrives as text when it was not a YAML list.
-        text = util.strip()
-        if text.startswith("["):
-            try:
-                util = parse.loads(text, "utilization", max_depth=1)
-            except parse.ParseError as e:
-                module.fail_json(msg="utilization %s is neither a number nor a list of numbers: %s"
-                                     % (repr(util)[:60], e))
-        else:
-            util = text
-    if isinstance(util, (list, tuple)) and len(util) > MAX_SAMPLES:
-        module.fail_json(msg="utilization: at most %d samples, got %d (give a percentile of a longer series)"
-                             % (MAX_SAMPLES, len(util)))
-    if util is None or util == "":
-        module.fail_json(msg="utilization is missing: give the host's measured busy fraction "
-                             "(a number in [0, 1) or a list of samples)")
-    p = dict(p, utilization=util)
     try:
+        p = dict(p, utilization=utilization_input(p["utilization"]))
         out, model, tr, rho = advise(p)
         if p["svg_dest"]:
             latencies = [check_latency(t, "svg_latencies_s") for t in p["svg_latencies_s"]]
             title = p["svg_title"] or "PowerNap vs DVFS: resume %s, utilisation %s (%s)" % (
-                format_latency(tr), _pct(rho), out["utilization_summary"])
+                format_latency(tr), pct(rho), out["utilization_summary"])
             svg = render_svg(latencies, model, utilization=rho, title=title, highlight_s=tr)
     except PowerNapError as e:
         module.fail_json(msg=str(e))

@@ -494,3 +494,82 @@ def render_svg(latencies_s, model=None, utilization=None, title=None, points=160
       'than DVFS. Response times above the panel are clipped.</text>' % (H - 12))
     a('</svg>')
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The advice (powernap_advice's and fleetnap_profile's sleep.advice: one rule, one text)
+# ---------------------------------------------------------------------------------------------
+
+MAX_SAMPLES = 100000
+
+
+def pct(x):
+    """0.02 -> '2 %' (the advice's text)."""
+    return ("%.1f" % (x * 100)).rstrip("0").rstrip(".") + " %"
+
+
+def utilization_input(util, name="utilization"):
+    """The utilisation option as given -> a number, a numeric text or a list of at most MAX_SAMPLES
+    samples (a templated list arrives as text when it was not a YAML list: read by the one JSON
+    loader). PowerNapError names ``name`` otherwise; summarize_utilization checks each value."""
+    if isinstance(util, str):
+        text = util.strip()
+        if text.startswith("["):
+            try:
+                util = parse.loads(text, name, max_depth=1)
+            except parse.ParseError as e:
+                raise PowerNapError("%s %s is neither a number nor a list of numbers: %s" % (name, repr(util)[:60], e))
+        else:
+            util = text
+    if isinstance(util, (list, tuple)) and len(util) > MAX_SAMPLES:
+        raise PowerNapError("%s: at most %d samples, got %d (give a percentile of a longer series)"
+                            % (name, MAX_SAMPLES, len(util)))
+    if util is None or util == "":
+        raise PowerNapError("%s is missing: give the host's measured busy fraction (a number in [0, 1) or a "
+                            "list of samples)" % name)
+    return util
+
+
+def advise(params):
+    """The PowerNap advice for one host: params holds transition_latency_s, suspend_latency_s (None:
+    the transition latency), utilization (as utilization_input returns it), utilization_percentile,
+    response_time_objective, require_beating_dvfs and every key of DEFAULTS. Returns (result, model,
+    transition latency, utilisation); sleeping is advised when it saves power (and beats DVFS, unless
+    not required) and keeps the response-time objective."""
+    model = Model(**dict((k, params[k]) for k in DEFAULTS))
+    tr = check_latency(params["transition_latency_s"])
+    ts = params.get("suspend_latency_s")
+    ts = tr if ts is None else check_latency(ts, "suspend_latency_s")
+    rho, summary = summarize_utilization(params["utilization"], params["utilization_percentile"])
+    objective = params["response_time_objective"]
+    if objective is None or objective < 1:
+        raise PowerNapError("response_time_objective must be >= 1 (a multiple of the mean response "
+                            "time without power management, e.g. 1.5), got %r" % objective)
+    ev = evaluate(rho, tr, model, suspend_latency_s=ts)
+    cross = crossover_utilization(tr, model, suspend_latency_s=ts)
+    pn, dv = ev["powernap"], ev["dvfs"]
+    beats_dvfs = pn["power"] < dv["power"]
+    saves = pn["power_rel"] < 1.0 and (beats_dvfs or not params["require_beating_dvfs"])
+    keeps = pn["response_time_rel"] <= objective
+    advice = "sleep" if (saves and keeps) else "stay-awake"
+    reason = "resume %s at %s load (%s): power %.2fx (DVFS %.2fx, crossover %s), response %.2fx %s objective %gx" % (
+        format_latency(tr), pct(rho), summary, pn["power_rel"], dv["power_rel"],
+        pct(cross) if cross is not None else "none", pn["response_time_rel"],
+        "<=" if keeps else ">", objective)
+    out = {
+        "utilization": rho,
+        "utilization_summary": summary,
+        "powernap": pn,
+        "dvfs": dv,
+        "baseline": ev["baseline"],
+        "crossover_utilization": cross,
+        "saves_power": saves,
+        "beats_dvfs": beats_dvfs,
+        "keeps_objective": keeps,
+        "advice": advice,
+        "reason": reason,
+        "model": dict(model.as_dict(), transition_latency_s=tr, suspend_latency_s=ts,
+                      response_time_objective=objective,
+                      require_beating_dvfs=params["require_beating_dvfs"]),
+    }
+    return out, model, tr, rho

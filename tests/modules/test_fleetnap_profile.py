@@ -220,3 +220,45 @@ def test_failure_while_writing_the_sleep_part_rolls_the_gate_back(tmp_path, modu
     assert {k: v for k, v in after.items() if k.startswith("sys/")} == \
         {k: v for k, v in before.items() if k.startswith("sys/")}
     assert not (root / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
+
+
+def test_advice_decides_in_the_same_call_as_powernap_advice_would(tmp_path):
+    """sleep.advice (the role's advise path, folded): the PowerNap model runs in the profile's one
+    call on the host. The oracle is powernap_advice itself, run in the same playbook on the same
+    inputs: the same advice and the same reason; S3 only where it advises sleeping."""
+    fast = machine(tmp_path / "fast", stored={"resume": {"end_to_end_ms": 10}})
+    slow = machine(tmp_path / "slow", stored={"resume": {"end_to_end_ms": 1000}})
+    fresh = machine(tmp_path / "fresh")
+    no_s3 = machine(tmp_path / "nos3", states="freeze", mem_sleep="[s2idle]",
+                    stored={"resume": {"end_to_end_ms": 10}})
+    advice = {"utilization": [0.01, 0.02, 0.02, 0.015], "response_time_objective": 1.5}
+
+    def prof(root, **extra):
+        return {"module": "fleetnap_profile", "args": {"sysfs_root": str(root), "cstates": {"max_latency_us": 20},
+                                                       "sleep": {"advice": dict(advice, **extra),
+                                                                 "resume_budget_ms": 0}}}
+    res = run_batch([
+        prof(fast, svg=True),
+        {"module": "powernap_advice", "args": {"transition_latency_s": 0.01, "utilization": advice["utilization"]}},
+        prof(slow),
+        {"module": "powernap_advice", "args": {"transition_latency_s": 1.0, "utilization": advice["utilization"]}},
+        prof(fresh),
+        prof(no_s3),
+        prof(fast, svg=True),
+    ], tmp_path / "batch")
+    assert not any(r.failed for r in res), [r.get("msg") for r in res]
+    fast_res, fast_oracle, slow_res, slow_oracle, fresh_res, no_s3_res, again = res
+    # The budget (0 ms) is not what decides: the advice is.
+    assert fast_res["sleep"] == "deep" and fast_oracle["advice"] == "sleep"
+    assert fast_res["sleep_reason"] == "powernap_advice: sleep, %s" % fast_oracle["reason"]
+    assert fast_res["powernap"]["powernap"] == fast_oracle["powernap"]
+    assert (fast / "sys/power/mem_sleep").read_text().strip() == "s2idle [deep]"
+    assert "<svg xmlns" in fast_res["powernap_svg"] and "resume 10 ms" in fast_res["powernap_svg"]
+    assert slow_oracle["advice"] == "stay-awake"
+    assert (slow_res["sleep"], slow_res["sleep_reason"]) == ("s2idle", "powernap_advice: stay-awake, %s"
+                                                            % slow_oracle["reason"])
+    assert (fresh_res["sleep"], fresh_res["sleep_reason"], fresh_res["powernap"]) == (
+        "s2idle", "resume latency not measured yet (run measure_resume.yml)", {})
+    assert "powernap_svg" not in fresh_res
+    assert (no_s3_res["sleep"], no_s3_res["sleep_reason"]) == ("s2idle", "S3 not offered by this host")
+    assert not again.changed and again["sleep"] == "deep"

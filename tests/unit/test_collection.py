@@ -131,7 +131,7 @@ def test_build_reads_sources_only_and_ships_everything(built):
     # Tasks call the collection's modules and roles by FQCN; nothing else in them changed.
     src = (REPO / "roles" / "latency_profile" / "tasks" / "main.yml").read_text()
     out = (built["tree"] / "roles" / "latency_profile" / "tasks" / "main.yml").read_text()
-    assert "\n  cpuidle_qos:\n" in src and "\n  fleetnap.power.cpuidle_qos:\n" in out
+    assert "\n  fleetnap_profile:\n" in src and "\n  fleetnap.power.fleetnap_profile:\n" in out
     short = re.compile(r"^\s*(- )?(%s):" % "|".join(MODULES), re.M)
     for top in ("roles", "playbooks"):
         for path in sorted((REPO / top).rglob("*.yml")):
@@ -237,7 +237,7 @@ def test_every_collection_playbook_parses(built):
 
 def test_collection_playbook_runs_its_role(built, tmp_path):
     """fleetnap.power.apply_profile (collection playbook) -> role fleetnap.power.latency_profile
-    -> fleetnap.power.cpuidle_qos, on a captured machine: check mode changes nothing, a real run
+    -> fleetnap.power.fleetnap_profile, on a captured machine: check mode changes nothing, a real run
     disables exactly what the budget says, a second run changes nothing."""
     root = materialize(DATASET, tmp_path / "root")
     budget = 50
@@ -254,7 +254,7 @@ def test_collection_playbook_runs_its_role(built, tmp_path):
         report = _json_report(proc)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
         tasks = [t for p in report["plays"] for t in p["tasks"]]
-        (qos,) = [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].endswith("Gate C-states by the latency budget")]
+        (qos,) = [t["hosts"]["localhost"] for t in tasks if t["task"]["name"].endswith("Apply the profile in one module call")]
         return qos, report["stats"]["localhost"]
 
     before = snapshot_tree(root)
