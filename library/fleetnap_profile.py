@@ -84,6 +84,20 @@ options:
           - Global CPU wake-up latency limit held on C(/dev/cpu_dma_latency) by the service
             C(fleetnap-cpu-dma-latency). Omit to remove a limit set earlier by fleetnap.
         type: int
+      pm_qos:
+        description:
+          - Derive the per-CPU PM QoS resume latency from the budget, rounded up to whole
+            microseconds (V(0), no constraint, without a budget). A budget below 1 microsecond is
+            refused (a PM QoS value of 0 means no constraint, not none allowed). Not together with
+            O(cstates.resume_latency_us).
+        type: bool
+        default: false
+      global_latency:
+        description:
+          - Derive O(cstates.global_latency_us) from the budget, rounded up (nothing without a
+            budget). Not together with O(cstates.global_latency_us).
+        type: bool
+        default: false
       governor:
         description: cpuidle governor to switch to (one of the host's C(available_governors)); omit to keep it.
         type: str
@@ -318,11 +332,12 @@ sleep_policy:
 """
 
 import copy
+import math
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.cpuidle import state_names
 from ansible.module_utils.fleetnap.gate import (
-    GATE_ARGS, GATE_TOP_LEVEL, apply_gate, gate_result, plan_gate, read_gate_model,
+    GATE_ARGS, GATE_TOP_LEVEL, PM_QOS_MAX_US, apply_gate, gate_result, plan_gate, read_gate_model,
 )
 from ansible.module_utils.fleetnap.parse import ParseError, loads, number_of
 from ansible.module_utils.fleetnap.sleep import read_sleep
@@ -367,6 +382,7 @@ ADVICE_CHECKS = {
 
 def argument_spec():
     cstates = dict((k, copy.deepcopy(v)) for k, v in GATE_ARGS.items() if k not in GATE_TOP_LEVEL)
+    cstates.update(pm_qos=dict(type="bool", default=False), global_latency=dict(type="bool", default=False))
     return dict(
         cstates=dict(type="dict", default={}, options=cstates, apply_defaults=True),
         sleep=dict(type="dict", default={}, options=copy.deepcopy(SLEEP_OPTIONS), apply_defaults=True),
@@ -433,6 +449,31 @@ def decide_sleep(offer, budget, budget_f, resume, resume_f, fallback):
     else:
         reason = "resume %s ms %s budget %s ms" % (resume, "<=" if fits else ">", budget)
     return state, reason
+
+
+def derived_latencies(module, cs):
+    """cstates with resume_latency_us / global_latency_us derived from the budget where pm_qos /
+    global_latency ask for it (whole microseconds, rounded up), those two switches removed."""
+    cs = dict(cs)
+    pm_qos, global_latency = cs.pop("pm_qos"), cs.pop("global_latency")
+    budget = cs["max_latency_us"]
+    for switch, key in ((pm_qos, "resume_latency_us"), (global_latency, "global_latency_us")):
+        if switch and cs[key] is not None:
+            module.fail_json(msg="cstates.%s and cstates.%s both given: give the value or derive it from the "
+                                 "budget, not both; nothing was changed"
+                                 % (key, "pm_qos" if key == "resume_latency_us" else "global_latency"))
+    if budget is not None and (math.isnan(budget) or budget < 0 or PM_QOS_MAX_US < budget < math.inf):
+        return cs           # the gate refuses it, naming the option
+    if budget == math.inf:
+        budget = None       # no limit, as the gate reads it
+    if pm_qos:
+        if budget is not None and budget < 1:
+            module.fail_json(msg="cstates.pm_qos needs cstates.max_latency_us of at least 1 microsecond (a PM QoS "
+                                 "value of 0 means no constraint), got %g; nothing was changed" % budget)
+        cs["resume_latency_us"] = int(math.ceil(budget)) if budget is not None else 0
+    if global_latency and budget is not None:
+        cs["global_latency_us"] = int(math.ceil(budget))
+    return cs
 
 
 def powernap_advice(module, advice, resume_f):
@@ -517,7 +558,7 @@ def main():
     else:
         decided, reason = decide_sleep(offer, sp["resume_budget_ms"], budget_f, resume, resume_f, sp["fallback"])
 
-    gate_p = dict(p["cstates"], measured_latency_us=measured, state=p["state"], sysfs_root=p["sysfs_root"],
+    gate_p = dict(derived_latencies(module, p["cstates"]), measured_latency_us=measured, state=p["state"], sysfs_root=p["sysfs_root"],
                   metrics_dir=p["metrics_dir"])
     gate_plan = plan_gate(module, gate_p, model=model)
     sleep_plan = None

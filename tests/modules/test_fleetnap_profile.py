@@ -262,3 +262,29 @@ def test_advice_decides_in_the_same_call_as_powernap_advice_would(tmp_path):
     assert "powernap_svg" not in fresh_res
     assert (no_s3_res["sleep"], no_s3_res["sleep_reason"]) == ("s2idle", "S3 not offered by this host")
     assert not again.changed and again["sleep"] == "deep"
+
+
+def test_pm_qos_and_global_latency_derived_from_the_budget(tmp_path):
+    """cstates.pm_qos / global_latency: the module derives the PM QoS values from the budget (whole
+    microseconds, rounded up), as the role did in Jinja; without a budget PM QoS is 0 (no
+    constraint) and no global limit is held."""
+    one, two = machine(tmp_path / "one"), machine(tmp_path / "two")
+    res = run_batch([
+        {"module": "fleetnap_profile", "args": {"sysfs_root": str(one), "cstates": {
+            "max_latency_us": 19.2, "pm_qos": True, "global_latency": True}}},
+        {"module": "fleetnap_profile", "args": {"sysfs_root": str(two), "cstates": {
+            "max_latency_us": None, "pm_qos": True, "global_latency": True}}},
+        {"module": "fleetnap_profile", "args": {"sysfs_root": str(one), "cstates": {
+            "max_latency_us": 19.2, "resume_latency_us": 20, "global_latency_us": 20}}},
+    ], tmp_path / "batch")
+    assert not any(r.failed for r in res), [r.get("msg") for r in res]
+    derived, unbounded, explicit = res
+    assert derived.changed and not explicit.changed      # the same values, given instead of derived
+    assert pm_qos(one) == {"20"} and pm_qos(two) == {"0"}
+    unit = one / "etc/systemd/system/fleetnap-cpu-dma-latency.service"
+    assert "20" in unit.read_text()
+    assert not (two / "etc/systemd/system/fleetnap-cpu-dma-latency.service").exists()
+
+
+def pm_qos(root):
+    return {p.read_text().strip() for p in root.glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")}

@@ -1,0 +1,129 @@
+"""The latency_profile role on captured machines, each given as a host of one play (one
+ansible-playbook run per test): with latency_profile_sleep_policy: advise the PowerNap advice is
+decided in the profile's one module call on the host, as the budget rule is, and the curves the
+module returns are written on the controller; the role's table of bad inputs (the module checks
+them all before it reads the host: the role runs no check of its own on every host)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+from conftest import REPO, TARGET_PYTHON, VENV_BIN, materialize, snapshot_tree
+
+PLAY = """- hosts: all
+  connection: local
+  gather_facts: false
+  roles:
+    - role: latency_profile
+  post_tasks:
+    - name: Keep the decision
+      ansible.builtin.copy:
+        content: "{{ latency_profile_decision | to_json }}"
+        dest: "{{ out_dir }}/{{ inventory_hostname }}.json"
+        mode: "0644"
+"""
+
+
+def machine(root, stored=None):
+    root = materialize("ivbep1", root)
+    power = root / "sys" / "power"
+    power.mkdir(parents=True, exist_ok=True)
+    (power / "state").write_text("freeze mem disk\n")
+    (power / "mem_sleep").write_text("[s2idle] deep\n")
+    if stored is not None:
+        fact = root / "etc/ansible/facts.d/fleetnap.fact"
+        fact.parent.mkdir(parents=True, exist_ok=True)
+        fact.write_text(json.dumps(stored))
+    return root
+
+
+def run(inventory, play, extra, **env):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_ROLES_PATH=str(REPO / "roles"), **env)
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play), "-e", json.dumps(extra)],
+                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+
+
+def test_advise_is_one_module_call_and_writes_the_curves_on_the_controller(tmp_path):
+    fast = machine(tmp_path / "fast", {"resume": {"end_to_end_ms": 10}})
+    fresh = machine(tmp_path / "fresh", None)
+    svg_dir, out_dir = tmp_path / "svg", tmp_path / "out"
+    svg_dir.mkdir()
+    out_dir.mkdir()
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {
+        "fast": {"latency_profile_sysfs_root": str(fast)},
+        "fresh": {"latency_profile_sysfs_root": str(fresh)}}}}))
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY)
+    extra = {"ansible_python_interpreter": TARGET_PYTHON, "latency_profile_budget_us": 50,
+             "latency_profile_sleep_policy": "advise", "latency_profile_utilization": [0.01, 0.02, 0.015],
+             "latency_profile_powernap_svg_dir": str(svg_dir), "out_dir": str(out_dir)}
+    proc = run(inventory, play, extra)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    decided = {h: json.loads((out_dir / ("%s.json" % h)).read_text()) for h in ("fast", "fresh")}
+    assert decided["fast"]["sleep"] == "deep"
+    assert decided["fast"]["sleep_reason"].startswith("powernap_advice: sleep, resume 10 ms at 2 % load (p95 of 3")
+    assert decided["fast"]["powernap"]["advice"] == "sleep"
+    assert (fast / "sys/power/mem_sleep").read_text().strip() == "deep"    # written (a captured tree, no kernel)
+    assert (decided["fresh"]["sleep"], decided["fresh"]["powernap"]) == ("s2idle", {})
+    assert decided["fresh"]["sleep_reason"] == "resume latency not measured yet (run measure_resume.yml)"
+    assert "<svg xmlns" in (svg_dir / "fast-powernap.svg").read_text()
+    assert not (svg_dir / "fresh-powernap.svg").exists()
+    # The role's tasks: one module on the host; nothing else of the role runs a module there.
+    tasks = [t for t in re.findall(r"^TASK \[latency_profile : ([^\]]+)\]", proc.stdout, re.M)
+             if not t.startswith("Validating arguments against arg spec")]
+    assert tasks == ["Apply the profile in one module call",
+                     "Write the PowerNap curves on the controller (advise, latency_profile_powernap_svg_dir)",
+                     "Publish the decision", "Show the decision"], tasks
+    assert "powernap_advice: sleep" in proc.stdout      # the table says why
+
+
+# Each host one bad input; every one refused with words naming it, nothing changed on its machine.
+BAD = {
+    "budget_negative": ({"latency_profile_budget_us": -1}, "max_latency_us must be >= 0"),
+    "budget_a_word": ({"latency_profile_budget_us": "fast"}, "latency_profile_budget_us"),
+    "resume_budget_negative": ({"latency_profile_resume_budget_ms": -5}, "sleep.resume_budget_ms must be >= 0"),
+    "margin_below_1": ({"latency_profile_declared_margin": 0.5}, "declared_latency_margin must be >= 1"),
+    "pm_qos_budget_below_1": ({"latency_profile_pm_qos": True, "latency_profile_budget_us": 0.5},
+                              "cstates.pm_qos needs cstates.max_latency_us of at least 1 microsecond"),
+    "advise_without_utilization": ({"latency_profile_sleep_policy": "advise"},
+                                   "sleep.advice.utilization is missing"),
+    "advise_utilization_percent": ({"latency_profile_sleep_policy": "advise", "latency_profile_utilization": 45},
+                                   "(a percentage? give the busy fraction"),
+    "sleep_policy_unknown": ({"latency_profile_sleep_policy": "sometimes"}, "latency_profile_sleep_policy"),
+    "unknown_state": ({"latency_profile_disable": ["C9"]}, "unknown state(s) C9"),
+}
+
+
+def test_bad_inputs_are_refused_per_host_and_change_nothing(tmp_path):
+    hosts, before = {}, {}
+    for name, (bad, _words) in BAD.items():
+        root = machine(tmp_path / name)
+        before[name] = snapshot_tree(root)
+        hosts[name] = dict({"latency_profile_sysfs_root": str(root), "latency_profile_budget_us": 50}, **bad)
+    hosts["good"] = {"latency_profile_sysfs_root": str(machine(tmp_path / "good")), "latency_profile_budget_us": 50}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = run(inventory, play, {"ansible_python_interpreter": TARGET_PYTHON, "out_dir": str(out_dir)},
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    report, _end = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.find("{"):])
+    failed = {}
+    for play_ in report["plays"]:
+        for task in play_["tasks"]:
+            for host, res in task["hosts"].items():
+                if res.get("failed"):
+                    failed.setdefault(host, str(res.get("msg", "")))
+    assert set(failed) == set(BAD), (sorted(failed), proc.stderr[-2000:])
+    for name, (_bad, words) in BAD.items():
+        assert words in failed[name], (name, failed[name])
+        assert "Traceback" not in failed[name]
+        assert snapshot_tree(tmp_path / name) == before[name], name
+    assert json.loads((out_dir / "good.json").read_text())["disabled_states"]     # the good host went on
