@@ -308,6 +308,16 @@ resume_measured_ms:
   returned: always
   type: raw
   sample: 142.6
+budget_us:
+  description: The CPU wake-up budget the gate used (O(cstates.max_latency_us)), or null for none.
+  returned: always
+  type: float
+  sample: 50.0
+resume_budget_ms:
+  description: The resume budget as given (O(sleep.resume_budget_ms)), or null.
+  returned: always
+  type: raw
+  sample: 500
 powernap:
   description:
     - The PowerNap advice, as M(powernap_advice) returns it (C(advice), C(reason), the power and
@@ -598,6 +608,8 @@ def main():
         cstates=cstates,
         sleep_policy=sleep_res,
         powernap=advice,
+        budget_us=p["cstates"]["max_latency_us"],
+        resume_budget_ms=sp["resume_budget_ms"],
     )
     if svg is not None:
         result["powernap_svg"] = svg

@@ -8,8 +8,9 @@ same hosts, each run starting from pristine hosts (``sim.py reset``) and cold SS
 before):
 
 1. ``ansible -m ansible.builtin.ping`` -- the floor: one SSH connection and one module per host;
-2. ``cpuidle_qos max_latency_us=<budget>`` ad hoc: the gate alone, one module call per host --
-   the same C-state end state as apply_profile, what a one-call design would cost;
+2. ``fleetnap_profile cstates.max_latency_us=<budget>`` ad hoc: the role's one module call per
+   host alone (the same C-state gate and sleep policy as apply_profile) -- what the playbook costs
+   without its controller-side tasks, a reference;
 3. ``playbooks/apply_profile.yml`` with a profile of ``--budget`` us (declared margin 1.0);
 4. ``tests/bench/naive_apply_profile.yml`` -- the same end state written by hand: full fact
    gathering, a shell task to find the states over the budget, then one ``echo 1 > .../disable``
@@ -26,7 +27,8 @@ the simulated hosts (every process in their namespaces: sshd sessions and module
 
     python tests/bench/bench_apply_profile.py [--budget 10] [--limit N] [--json out.json]
 
-Targets (issue 9): apply <= 2x ping, naive >= 5x apply, on the medians of ``--repeat`` runs.
+Targets, on the medians of ``--repeat`` runs: apply <= 1.2x ping (issue 36; issue 9 asked 2x),
+naive >= 5x apply (issue 9). The controller's CPU seconds are printed beside, as ratios too.
 The report goes to docs/bench/apply_profile.txt (benchlib); exit status 1 when a run failed or
 did not verify, or when a target was missed.
 """
@@ -204,7 +206,7 @@ def main(argv=None) -> int:
         commands = {
             "ping": [str(VENV_BIN / "ansible"), "-i", inv, pattern, "-m", "ansible.builtin.ping"],
             "gate": [str(VENV_BIN / "ansible"), "-i", inv, pattern, "-b", "-M", str(REPO / "library"),
-                     "-m", "cpuidle_qos", "-a", json.dumps({"max_latency_us": args.budget})],
+                     "-m", "fleetnap_profile", "-a", json.dumps({"cstates": {"max_latency_us": args.budget}})],
             "apply": [str(VENV_BIN / "ansible-playbook"), "-i", inv, "playbooks/apply_profile.yml",
                       "-e", json.dumps({"fleetnap_profiles": profile, "fleetnap_profile": "bench",
                                         "fleetnap_targets": pattern})],
@@ -236,7 +238,7 @@ def main(argv=None) -> int:
     machines = sorted({h["machine"] for h in hosts_of(args)[:n]})
     rep.print("apply_profile on %d simulated hosts (%d captured machines, budget %g us, forks from "
               "ansible.cfg; load average before %.1f)" % (n, len(machines), args.budget, load0[0]))
-    names = {"ping": "ansible -m ping (floor)", "gate": "cpuidle_qos alone (1 module call per host)",
+    names = {"ping": "ansible -m ping (floor)", "gate": "fleetnap_profile alone (ad hoc, 1 call per host)",
              "apply": "playbooks/apply_profile.yml",
              "naive": "naive playbook (one shell task per %s)" % args.naive_granularity.replace("cpu_state", "CPU and state")}
     rep.print("%-48s %9s %15s %12s" % ("run (each line one run)", "seconds", "controller CPU s", "hosts CPU s"))
@@ -245,12 +247,18 @@ def main(argv=None) -> int:
             rep.print("%-48s %9.1f %15.1f %12.1f" % (names[label], res["seconds"], res["controller_cpu_s"],
                                                      res["hosts_cpu_s"]))
     med = {label: rep.runs(names[label], [r["seconds"] for r in runs])["median"] for label, runs in results.items()}
+    cpu = {label: sorted(r["controller_cpu_s"] for r in runs)[len(runs) // 2] for label, runs in results.items()}
     if "ping" in med and "apply" in med:
-        rep.target("apply / ping (medians)", med["apply"] / med["ping"], "<=", 2.0, "x")
+        rep.target("apply / ping (medians)", med["apply"] / med["ping"], "<=", 1.2, "x")
+        rep.print("controller CPU, apply / ping (medians): %.1f s / %.1f s = %.2fx"
+                  % (cpu["apply"], cpu["ping"], cpu["apply"] / cpu["ping"]))
+        rep.print("for comparison, issue 36 at 4d25784: apply / ping 1.86x (56.3 s / 30.4 s), controller CPU "
+                  "46.8 s / 15.5 s")
     if "apply" in med and "naive" in med:
         rep.target("naive / apply (medians)", med["naive"] / med["apply"], ">=", 5.0, "x")
     if "ping" in med and "gate" in med:
-        rep.print("gate alone / ping (medians, a reference, not a target): %.2fx" % (med["gate"] / med["ping"]))
+        rep.print("fleetnap_profile alone / ping (medians, a reference, not a target): %.2fx; controller CPU %.2fx"
+                  % (med["gate"] / med["ping"], cpu["gate"] / cpu["ping"]))
     if args.json:
         args.json.write_text(json.dumps({"hosts": n, "budget_us": args.budget, "load_before": load0,
                                          "results": results, "medians_s": med}, indent=2) + "\n")

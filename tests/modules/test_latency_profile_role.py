@@ -78,7 +78,7 @@ def test_advise_is_one_module_call_and_writes_the_curves_on_the_controller(tmp_p
              if not t.startswith("Validating arguments against arg spec")]
     assert tasks == ["Apply the profile in one module call",
                      "Write the PowerNap curves on the controller (advise, latency_profile_powernap_svg_dir)",
-                     "Publish the decision", "Show the decision"], tasks
+                     "Show the decision (one table for the batch)"], tasks
     assert "powernap_advice: sleep" in proc.stdout      # the table says why
 
 
@@ -127,3 +127,22 @@ def test_bad_inputs_are_refused_per_host_and_change_nothing(tmp_path):
         assert "Traceback" not in failed[name]
         assert snapshot_tree(tmp_path / name) == before[name], name
     assert json.loads((out_dir / "good.json").read_text())["disabled_states"]     # the good host went on
+
+
+def test_apply_profile_with_an_unknown_profile_changes_no_host(tmp_path):
+    """apply_profile.yml checks every host's profile name once, before any host is changed: a typo in
+    one host's profile stops the run, naming that host, and no machine is changed."""
+    roots = {name: machine(tmp_path / name) for name in ("web1", "typo1", "default1")}
+    before = {name: snapshot_tree(root) for name, root in roots.items()}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {
+        "web1": {"fleetnap_profile": "web", "latency_profile_sysfs_root": str(roots["web1"])},
+        "typo1": {"fleetnap_profile": "wbe", "latency_profile_sysfs_root": str(roots["typo1"])},
+        "default1": {"latency_profile_sysfs_root": str(roots["default1"])}}}}))
+    extra = {"ansible_python_interpreter": TARGET_PYTHON, "ansible_connection": "local", "ansible_become": False,
+             "fleetnap_profiles": {"web": {"budget_us": 50}}, "fleetnap_artifacts_dir": str(tmp_path / "art")}
+    proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra)
+    assert proc.returncode != 0
+    assert "unknown profile for typo1, default1; known profiles: web; nothing was changed" in proc.stdout, proc.stdout[-3000:]
+    assert {name: snapshot_tree(root) for name, root in roots.items()} == before
+    assert "TASK [latency_profile" not in proc.stdout      # the role never started

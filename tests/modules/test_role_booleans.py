@@ -59,9 +59,9 @@ EFFECTS = {
         lambda root, out: (root / "etc/systemd/system/fleetnap-cpuidle.service").exists(),
     "latency_profile_manage_sleep":
         lambda root, out: (root / "etc/systemd/sleep.conf.d/fleetnap.conf").exists(),
-    "latency_profile_show_table": lambda root, out: "TASK [latency_profile : Show the decision]" in out
+    "latency_profile_show_table": lambda root, out: "TASK [latency_profile : Show the decision (one table for the batch)]" in out
                                                     and "skipping: [localhost]" not in out.split(
-                                                        "Show the decision]")[1].split("TASK")[0],
+                                                        "Show the decision (one table for the batch)]")[1].split("TASK")[0],
 }
 
 
