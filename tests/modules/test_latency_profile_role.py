@@ -143,6 +143,36 @@ def test_apply_profile_with_an_unknown_profile_changes_no_host(tmp_path):
              "fleetnap_profiles": {"web": {"budget_us": 50}}, "fleetnap_artifacts_dir": str(tmp_path / "art")}
     proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra)
     assert proc.returncode != 0
-    assert "unknown profile for typo1, default1; known profiles: web; nothing was changed" in proc.stdout, proc.stdout[-3000:]
+    assert "unknown profile for typo1, default1; known profiles: web; nothing was changed" in proc.stdout, \
+        proc.stdout[-3000:]
     assert {name: snapshot_tree(root) for name, root in roots.items()} == before
     assert "TASK [latency_profile" not in proc.stdout      # the role never started
+
+
+def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
+    """Two tasks per host (the role's argument check and fleetnap_profile); decisions.json holds each
+    host's decision with the keys the fleet report reads, the summary a line per host."""
+    roots = {name: machine(tmp_path / name) for name in ("web1", "web2", "batch1")}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {
+        name: {"fleetnap_profile": "batch" if name == "batch1" else "web", "latency_profile_sysfs_root": str(root)}
+        for name, root in roots.items()}}}))
+    art = tmp_path / "art"
+    extra = {"ansible_python_interpreter": TARGET_PYTHON, "ansible_connection": "local", "ansible_become": False,
+             "fleetnap_profiles": {"web": {"budget_us": 50, "pm_qos": True}, "batch": {"budget_us": None}},
+             "fleetnap_artifacts_dir": str(art)}
+    proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    decisions = json.loads((art / "profile" / "decisions.json").read_text())
+    assert sorted(decisions) == ["batch1", "web1", "web2"]
+    assert {frozenset(d) for d in decisions.values()} == {frozenset(
+        ["budget_us", "driver", "states", "allowed_states", "disabled_states", "sleep", "sleep_reason",
+         "resume_budget_ms", "resume_measured_ms", "changed", "powernap"])}
+    assert decisions["web1"]["budget_us"] == 50 and decisions["web1"]["disabled_states"]
+    assert decisions["batch1"]["budget_us"] is None and decisions["batch1"]["disabled_states"] == []
+    qos = roots["web2"].glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")
+    assert {p.read_text().strip() for p in qos} == {"50"}
+    per_host = [t for t in re.findall(r"^TASK \[([^\]]+)\]", proc.stdout, re.M)]
+    assert per_host.count("latency_profile : Apply the profile in one module call") == 1
+    for name in roots:
+        assert re.search(r'"%s +(web|batch) +(50|none) ' % name, proc.stdout), name
