@@ -394,3 +394,33 @@ def test_build_refuses_a_fragment_that_does_not_exist(tmp_path):
     computed.write_text('class ModuleDocFragment(object):\n    DOCUMENTATION = "options: {}" + ""\n')
     with pytest.raises(bc.BuildError, match="must be a string literal"):
         bc.fragment_variants(computed)
+
+
+def test_the_readmes_role_call_runs_as_written(built, tmp_path):
+    """The README's latency_profile role call (its yaml block, as written) against the installed
+    collection, on a captured machine in the group it names: the budget's states disabled, PM QoS
+    set to the budget, a second run changes nothing."""
+    block = re.search(r"^```yaml\n(- name: Web servers.*?)^```", (REPO / "README.md").read_text(), re.M | re.S).group(1)
+    play = yaml.safe_load(block)
+    assert play[0]["roles"][0]["role"] == "fleetnap.power.latency_profile"
+    budget = play[0]["roles"][0]["vars"]["latency_profile_budget_us"]
+    root = materialize(DATASET, tmp_path / "root")
+    (root / "sys/power").mkdir(parents=True, exist_ok=True)
+    (root / "sys/power/state").write_text("freeze mem disk\n")
+    (root / "sys/power/mem_sleep").write_text("s2idle [deep]\n")
+    (tmp_path / "play.yml").write_text(block)
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"children": {play[0]["hosts"]: {"hosts": {"web1": {
+        "ansible_connection": "local", "ansible_become": False, "ansible_python_interpreter": TARGET_PYTHON,
+        "latency_profile_sysfs_root": str(root)}}}}}}))
+    cmd = [VENV_BIN / "ansible-playbook", "-i", tmp_path / "hosts.yml", tmp_path / "play.yml"]
+    first = _run(cmd, built["env"], built["base"])
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr
+    assert "changed=1" in first.stdout
+    names = {st["name"]: int(st["latency"]) for states in raw_states(DATASET).values() for st in states.values()}
+    disabled = {n for cpu, states in raw_states(DATASET).items() for i, st in states.items() for n in [st["name"]]
+                if (root / ("sys/devices/system/cpu/cpu%d/cpuidle/state%d/disable" % (cpu, i))).read_text().strip() == "1"}
+    assert disabled == {n for n, lat in names.items() if n != "POLL" and lat > budget}
+    qos = {p.read_text().strip() for p in root.glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")}
+    assert qos == {str(budget)}
+    again = _run(cmd, built["env"], built["base"])
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-3000:]
