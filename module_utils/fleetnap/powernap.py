@@ -51,7 +51,6 @@ except ImportError:     # docs/gen_powernap_table.py imports this file as fleetn
     from fleetnap import parse  # type: ignore
 
 
-
 def escape(text):
     """&, < and > as XML entities (what xml.sax.saxutils.escape does, without importing xml.sax and
     urllib.request on every host that runs fleetnap_profile: 60 ms of Python start)."""
