@@ -31,7 +31,7 @@ sleep settings and out of service.
 Pure standard library (runs inside a module on the controller, and in plain pytest).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import calendar
 import os

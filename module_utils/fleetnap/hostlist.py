@@ -24,7 +24,7 @@ parks or powers on servers acts only on names that were meant. Node names are le
 Pure standard library (runs in the programs on the slurmctld host, in modules, in plain pytest).
 """
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import itertools
 import re

@@ -39,9 +39,7 @@ without power management:
 See docs/powernap.md for the sources of every default and the reproduction of the study.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
+from __future__ import annotations
 
 import math
 

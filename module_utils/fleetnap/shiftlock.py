@@ -6,7 +6,7 @@ releases it after the record is written): the owner is the ansible-playbook main
 apart from a recycled PID by its start time; every decision is taken under an exclusive flock of
 PATH.guard. Standard library only (Linux: /proc)."""
 
-from __future__ import absolute_import, division, print_function
+from __future__ import annotations
 
 import contextlib
 import fcntl
@@ -15,8 +15,6 @@ import os
 import stat as stat_mod
 
 from ansible.module_utils.fleetnap import fileio, parse
-
-__metaclass__ = type
 
 
 class LockError(Exception):
