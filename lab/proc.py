@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -146,7 +147,8 @@ def port_held(port: int, kind: int, addr: str = "127.0.0.1") -> bool:
     binding the port: a probe that binds it can take it in the very moment the program waited
     for binds it (ipmi_sim then exits "Unable to bind to LAN port: Address already in use")."""
     table = "/proc/net/udp" if kind == socket.SOCK_DGRAM else "/proc/net/tcp"
-    wanted = {"%08X:%04X" % (int.from_bytes(socket.inet_aton(a), "little"), port)
+    # The kernel prints the address as the 32-bit word it holds in network order, in host order.
+    wanted = {"%08X:%04X" % (int.from_bytes(socket.inet_aton(a), sys.byteorder), port)
               for a in (addr, "0.0.0.0")}
     with open(table, encoding="ascii") as fh:
         next(fh, None)                          # the header line

@@ -145,7 +145,8 @@ options:
           - Decide S3 by the PowerNap model (M(powernap_advice)) instead of O(sleep.resume_budget_ms),
             which is then not used. The model's other constants keep the defaults M(powernap_advice)
             documents.
-          - Omit (or null) for the budget rule.
+          - Omit (or null) for the budget rule. Not used with O(state=absent).
+          - The measured resume latency must be at most an hour (the model's bound), else the call fails.
         type: dict
         suboptions:
           utilization:
@@ -159,7 +160,7 @@ options:
             type: float
             default: 95.0
           response_time_objective:
-            description: Mean response time allowed, as a multiple (>= 1) of the one without power management.
+            description: Mean response time allowed, as a multiple (1 to 1000) of the one without power management.
             type: float
             default: 1.5
           require_beating_dvfs:
@@ -167,15 +168,17 @@ options:
             type: bool
             default: true
           service_time_s:
-            description: Mean request service time of the host's service, in seconds.
+            description: Mean request service time of the host's service, in seconds (above 0, at most 3600).
             type: float
             default: 0.038
           service_time_cv:
-            description: Coefficient of variation of the service time.
+            description: Coefficient of variation of the service time (0 to 100).
             type: float
             default: 1.0
           svg:
-            description: Return the model's power and response-time curves as SVG text in RV(powernap_svg).
+            description:
+              - Return the model's power and response-time curves as SVG text in RV(powernap_svg)
+                (in check mode too, since nothing is written on the host).
             type: bool
             default: false
   measurements_file:
@@ -472,10 +475,8 @@ def derived_latencies(module, cs):
             module.fail_json(msg="cstates.%s and cstates.%s both given: give the value or derive it from the "
                                  "budget, not both; nothing was changed"
                                  % (key, "pm_qos" if key == "resume_latency_us" else "global_latency"))
-    if budget is not None and (math.isnan(budget) or budget < 0 or PM_QOS_MAX_US < budget < math.inf):
+    if budget is not None and (not math.isfinite(budget) or budget < 0 or budget > PM_QOS_MAX_US):
         return cs           # the gate refuses it, naming the option
-    if budget == math.inf:
-        budget = None       # no limit, as the gate reads it
     if pm_qos:
         if budget is not None and budget < 1:
             module.fail_json(msg="cstates.pm_qos needs cstates.max_latency_us of at least 1 microsecond (a PM QoS "
@@ -486,9 +487,9 @@ def derived_latencies(module, cs):
     return cs
 
 
-def powernap_advice(module, advice, resume_f):
-    """The PowerNap advice for a resume of resume_f ms (None: not measured, no advice): (result,
-    svg text or None). Its inputs are checked before anything else is read."""
+def checked_advice(module, advice):
+    """sleep.advice with every value checked (each utilisation sample too), before the host is
+    read; its utilization as utilization_input returns it."""
     try:
         validate(dict(("sleep.advice." + k, v) for k, v in advice.items()), ADVICE_CHECKS)
         util = utilization_input(advice["utilization"], "sleep.advice.utilization")
@@ -497,8 +498,15 @@ def powernap_advice(module, advice, resume_f):
         msg = str(exc)
         module.fail_json(msg="%s%s; nothing was changed"
                              % ("" if msg.startswith(("option ", "sleep.advice")) else "sleep.advice.", msg))
+    return dict(advice, utilization=util)
+
+
+def powernap_advice(module, advice, resume_f):
+    """The PowerNap advice (checked_advice's) for a resume of resume_f ms (None: not measured, no
+    advice): (result, svg text or None)."""
     if resume_f is None:
         return {}, None
+    util = advice["utilization"]
     params = dict(DEFAULTS, transition_latency_s=resume_f / 1000.0, suspend_latency_s=None, utilization=util,
                   utilization_percentile=advice["utilization_percentile"],
                   response_time_objective=advice["response_time_objective"],
@@ -541,7 +549,12 @@ def main():
     sp = p["sleep"]
     fs = HostFS(p["sysfs_root"])
 
-    # Read and validate everything first.
+    # Validate every input first, then read the host. With state=absent the advice and the derived
+    # PM QoS values are not used (the undo never depends on them).
+    present = p["state"] == "present"
+    advice_p = checked_advice(module, sp["advice"]) if (sp["advice"] is not None and present) else None
+    cstates = derived_latencies(module, p["cstates"]) if present else dict(
+        (k, v) for k, v in p["cstates"].items() if k not in ("pm_qos", "global_latency"))
     budget_f = number(module, "sleep.resume_budget_ms", sp["resume_budget_ms"])
     if budget_f is not None and budget_f < 0:
         module.fail_json(msg="sleep.resume_budget_ms must be >= 0 milliseconds (or null for no limit), got %s"
@@ -560,15 +573,15 @@ def main():
         resume = stored.get("resume", {}).get(sp["resume_metric"] + "_ms")
     resume_f = number(module, "%s: resume.%s_ms" % (fs.path(p["measurements_file"]), sp["resume_metric"]), resume)
     advice, svg = ({}, None)
-    if sp["advice"] is not None:
-        advice, svg = powernap_advice(module, sp["advice"], resume_f)
+    if advice_p is not None:
+        advice, svg = powernap_advice(module, advice_p, resume_f)
     offer = read_sleep(fs)
-    if sp["advice"] is not None:
+    if advice_p is not None:
         decided, reason = decide_advised(offer, resume, advice, sp["fallback"])
     else:
         decided, reason = decide_sleep(offer, sp["resume_budget_ms"], budget_f, resume, resume_f, sp["fallback"])
 
-    gate_p = dict(derived_latencies(module, p["cstates"]), measured_latency_us=measured, state=p["state"], sysfs_root=p["sysfs_root"],
+    gate_p = dict(cstates, measured_latency_us=measured, state=p["state"], sysfs_root=p["sysfs_root"],
                   metrics_dir=p["metrics_dir"])
     gate_plan = plan_gate(module, gate_p, model=model)
     sleep_plan = None

@@ -233,7 +233,7 @@ def _profile(decisions):
             "ok" if s.get("allowed") else "no", _e(s.get("reason")), _e(s.get("name")),
             _e(_latency(s.get("effective_us")))) for s in states)
         rows.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
-            _e(host), _e(d.get("budget_us") if d.get("budget_us") is not None else "none"), cells or "(no cpuidle driver)",
+            _e(host), _num(d["budget_us"], "%g") if d.get("budget_us") is not None else "none", cells or "(no cpuidle driver)",
             _e(d.get("sleep") or "unmanaged"), _e(d.get("sleep_reason"))))
     note = ""
     if without:
@@ -290,7 +290,7 @@ def _wake(per_host, decisions):
         out.append("<h3>%s (%s%s)</h3><table><tr><th>state</th><th>declared (µs)</th><th>samples</th>"
                    "<th>median</th><th>p99</th><th>max</th><th>max seen</th></tr>%s</table>" % (
                        _e(host), _e(item.get("method")),
-                       ", budget %s µs" % _e(budget) if budget is not None else "", "".join(rows)))
+                       ", budget %s µs" % _num(budget, "%g") if budget is not None else "", "".join(rows)))
     return "".join(out)
 
 

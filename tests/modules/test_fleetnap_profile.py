@@ -288,3 +288,15 @@ def test_pm_qos_and_global_latency_derived_from_the_budget(tmp_path):
 
 def pm_qos(root):
     return {p.read_text().strip() for p in root.glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")}
+
+
+def test_every_option_is_checked_before_the_host_is_read(tmp_path, module_runner):
+    """A bad advice or PM QoS option is refused naming that option even where the host's own
+    measurements file is broken: the options are checked before the host is read."""
+    root = machine(tmp_path / "r", stored="{broken")
+    res = _unchanged_after_failure(module_runner, root, "option sleep.advice.response_time_objective",
+                                   sleep={"advice": {"utilization": 0.1, "response_time_objective": 0.5}})
+    assert "fleetnap.fact" not in res["msg"]
+    res = _unchanged_after_failure(module_runner, root, "cstates.pm_qos needs cstates.max_latency_us",
+                                   cstates={"max_latency_us": 0.2, "pm_qos": True})
+    assert "fleetnap.fact" not in res["msg"]

@@ -172,7 +172,39 @@ def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
     assert decisions["batch1"]["budget_us"] is None and decisions["batch1"]["disabled_states"] == []
     qos = roots["web2"].glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")
     assert {p.read_text().strip() for p in qos} == {"50"}
-    per_host = [t for t in re.findall(r"^TASK \[([^\]]+)\]", proc.stdout, re.M)]
-    assert per_host.count("latency_profile : Apply the profile in one module call") == 1
+    # Tasks that run on every host: the role's argument check and the module, nothing else.
+    sections = re.split(r"^TASK \[", proc.stdout, flags=re.M)[1:]
+    per_host = sorted(sec.split("]", 1)[0] for sec in sections
+                      if len(set(re.findall(r"^(?:ok|changed|skipping|fatal): \[(\w+)", sec, re.M))) == len(roots))
+    assert per_host == ["latency_profile : Apply the profile in one module call",
+                        "latency_profile : Validating arguments against arg spec 'main' - The latency-budget gate "
+                        "for C-states and sleep states"], per_host
     for name in roots:
         assert re.search(r'"%s +(web|batch) +(50|none) ' % name, proc.stdout), name
+
+
+def test_an_empty_curves_directory_writes_nothing_and_absent_is_never_blocked(tmp_path):
+    """latency_profile_powernap_svg_dir "" means no curves (as null does); state absent undoes a
+    profile whose PM QoS or advice inputs would be refused when applying."""
+    root = machine(tmp_path / "m", {"resume": {"end_to_end_ms": 10}})
+    before = snapshot_tree(root)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"m": {"latency_profile_sysfs_root": str(root)}}}}))
+    play = tmp_path / "play.yml"
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    play.write_text(PLAY)
+    common = {"ansible_python_interpreter": TARGET_PYTHON, "out_dir": str(out_dir), "latency_profile_budget_us": 50,
+              "latency_profile_sleep_policy": "advise", "latency_profile_utilization": 0.02}
+    proc = run(inventory, play, dict(common, latency_profile_powernap_svg_dir=""))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    decision = json.loads((out_dir / "m.json").read_text())
+    assert decision["sleep"] == "deep" and "powernap_svg" not in decision
+    assert not list(tmp_path.rglob("*-powernap.svg")) and not (REPO / "m-powernap.svg").exists()
+    proc = run(inventory, play, dict(common, latency_profile_state="absent", latency_profile_pm_qos=True,
+                                     latency_profile_budget_us=0.5, latency_profile_utilization=7))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    cpu = {k: v for k, v in snapshot_tree(root).items() if k.startswith("sys/devices/system/cpu/")}
+    assert cpu == {k: v for k, v in before.items() if k.startswith("sys/devices/system/cpu/")}
+    # mem_sleep written back as the kernel takes it (a captured tree keeps the word written)
+    assert (root / "sys/power/mem_sleep").read_text().strip() == "s2idle"
