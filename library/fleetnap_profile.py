@@ -444,15 +444,19 @@ def stored_measurements(module, fs, path):
     return data
 
 
+def sleep_state(offer, s3_fits, fallback):
+    """deep where the host offers S3 and the rule lets it, else the fallback the host offers, else none."""
+    if offer["s3_available"] and s3_fits:
+        return "deep"
+    if fallback == "s2idle" and offer["s2idle_available"]:
+        return "s2idle"
+    return "none"
+
+
 def decide_sleep(offer, budget, budget_f, resume, resume_f, fallback):
     """The role's budget rule: (state, reason)."""
     fits = budget is None or (resume is not None and resume_f <= budget_f)
-    if offer["s3_available"] and fits:
-        state = "deep"
-    elif fallback == "s2idle" and offer["s2idle_available"]:
-        state = "s2idle"
-    else:
-        state = "none"
+    state = sleep_state(offer, fits, fallback)
     if not offer["s3_available"]:
         reason = "S3 not offered by this host"
     elif budget is None:
@@ -526,13 +530,7 @@ def powernap_advice(module, advice, resume_f):
 
 def decide_advised(offer, resume, advice, fallback):
     """The advice's rule (the role's former advise path): (state, reason)."""
-    sleeps = bool(advice) and advice["advice"] == "sleep"
-    if offer["s3_available"] and sleeps:
-        state = "deep"
-    elif fallback == "s2idle" and offer["s2idle_available"]:
-        state = "s2idle"
-    else:
-        state = "none"
+    state = sleep_state(offer, bool(advice) and advice["advice"] == "sleep", fallback)
     if not offer["s3_available"]:
         reason = "S3 not offered by this host"
     elif resume is None:
