@@ -357,8 +357,7 @@ from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sleeppolicy import apply_sleep, plan_sleep, sleep_result
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError
 from ansible.module_utils.fleetnap.powernap import (
-    DEFAULTS, SEED_LATENCIES_S, PowerNapError, advise, format_latency, pct, render_svg, summarize_utilization,
-    utilization_input,
+    ADVICE_BOUNDS, DEFAULTS, PowerNapError, advice_svg, advise, summarize_utilization, utilization_input,
 )
 from ansible.module_utils.fleetnap.validate import (
     ParamError, ansible_module, check_params, number as number_check, path as path_check, validate,
@@ -384,13 +383,8 @@ SLEEP_OPTIONS = dict(
     )),
 )
 NOT_MEASURED = "resume latency not measured yet (run measure_resume.yml)"
-# The advice's numbers, bounded as powernap_advice bounds them (the model squares and powers them).
-ADVICE_CHECKS = {
-    "sleep.advice.utilization_percentile": number_check(lo=0, lo_open=True, hi=100),
-    "sleep.advice.response_time_objective": number_check(lo=1, hi=1000),
-    "sleep.advice.service_time_s": number_check(lo=0, lo_open=True, hi=3600),
-    "sleep.advice.service_time_cv": number_check(lo=0, hi=100),
-}
+# The advice's numbers, bounded as powernap_advice bounds them (one table: powernap.ADVICE_BOUNDS).
+ADVICE_CHECKS = dict(("sleep.advice." + k, number_check(**bounds)) for k, bounds in ADVICE_BOUNDS.items())
 
 
 def argument_spec():
@@ -518,11 +512,7 @@ def powernap_advice(module, advice, resume_f):
                   service_time_s=advice["service_time_s"], service_time_cv=advice["service_time_cv"])
     try:
         out, model, tr, rho = advise(params)
-        svg = None
-        if advice["svg"]:
-            title = "PowerNap vs DVFS: resume %s, utilisation %s (%s)" % (
-                format_latency(tr), pct(rho), out["utilization_summary"])
-            svg = render_svg(list(SEED_LATENCIES_S), model, utilization=rho, title=title, highlight_s=tr)
+        svg = advice_svg(out, model, tr, rho) if advice["svg"] else None
     except PowerNapError as exc:
         module.fail_json(msg="sleep.advice: %s; nothing was changed" % exc)
     return out, svg

@@ -277,13 +277,12 @@ import os
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.module_utils.fleetnap.powernap import (
+    ADVICE_BOUNDS,
     DEFAULTS,
     PowerNapError,
+    advice_svg,
     advise,
     check_latency,
-    format_latency,
-    pct,
-    render_svg,
     utilization_input,
 )
 
@@ -298,10 +297,6 @@ MODEL_OPTIONS = tuple(sorted(DEFAULTS))
 CHECKS = {
     "transition_latency_s": number(lo=0, hi=3600),
     "suspend_latency_s": number(lo=0, hi=3600),
-    "utilization_percentile": number(lo=0, lo_open=True, hi=100),
-    "response_time_objective": number(lo=1, hi=1000),
-    "service_time_s": number(lo=0, lo_open=True, hi=3600),
-    "service_time_cv": number(lo=0, hi=100),
     "idle_power_fraction": number(lo=0, hi=1),
     "sleep_power_fraction": number(lo=0, hi=1),
     "cpu_power_fraction": number(lo=0, hi=1),
@@ -309,6 +304,7 @@ CHECKS = {
     "dvfs_min_frequency": number(lo=0.01, hi=1),
     "dvfs_target_utilization": number(lo=0, lo_open=True, hi=1, hi_open=True),
     "dvfs_power_exponent": number(lo=1, hi=10),
+    **dict((k, number(**bounds)) for k, bounds in ADVICE_BOUNDS.items()),
     "svg_dest": path(),
     "svg_latencies_s": all_of(items(50), numbers(lo=0, hi=3600)),
     "svg_title": text_check(max_len=300),
@@ -369,9 +365,7 @@ def main():
         out, model, tr, rho = advise(p)
         if p["svg_dest"]:
             latencies = [check_latency(t, "svg_latencies_s") for t in p["svg_latencies_s"]]
-            title = p["svg_title"] or "PowerNap vs DVFS: resume %s, utilisation %s (%s)" % (
-                format_latency(tr), pct(rho), out["utilization_summary"])
-            svg = render_svg(latencies, model, utilization=rho, title=title, highlight_s=tr)
+            svg = advice_svg(out, model, tr, rho, latencies, p["svg_title"])
     except PowerNapError as e:
         module.fail_json(msg=str(e))
     changed = False

@@ -505,6 +505,14 @@ def render_svg(latencies_s, model=None, utilization=None, title=None, points=160
 # ---------------------------------------------------------------------------------------------
 
 MAX_SAMPLES = 100000
+# The bounds of the advice's inputs (validate.number's arguments), one table for powernap_advice's
+# options and fleetnap_profile's sleep.advice: the model squares and powers them.
+ADVICE_BOUNDS = {
+    "utilization_percentile": dict(lo=0, lo_open=True, hi=100),
+    "response_time_objective": dict(lo=1, hi=1000),
+    "service_time_s": dict(lo=0, lo_open=True, hi=3600),
+    "service_time_cv": dict(lo=0, hi=100),
+}
 
 
 def pct(x):
@@ -577,3 +585,11 @@ def advise(params):
                       require_beating_dvfs=params["require_beating_dvfs"]),
     }
     return out, model, tr, rho
+
+
+def advice_svg(out, model, tr, rho, latencies_s=SEED_LATENCIES_S, title=None):
+    """The curves of an advice (advise's result, model, transition latency and utilisation), the
+    host's resume latency highlighted; its title says the resume and the load unless given."""
+    title = title or "PowerNap vs DVFS: resume %s, utilisation %s (%s)" % (
+        format_latency(tr), pct(rho), out["utilization_summary"])
+    return render_svg(list(latencies_s), model, utilization=rho, title=title, highlight_s=tr)
