@@ -244,10 +244,14 @@ nic_method:
     reason:
       description: Why, naming every NIC with a PHC that is not a candidate and what it lacks.
       type: str
+    summary:
+      description: The line a report prints, C(possible on NAMES) or C(unavailable) and the reason.
+      type: str
   sample:
     available: false
     candidates: []
     reason: "no NIC with ETF launch-time offload ...; NICs with a PHC: lan0 (driver e1000e has no ETF launch-time offload)"
+    summary: "unavailable: no NIC with ETF launch-time offload ...; NICs with a PHC: lan0 (driver e1000e has no ETF launch-time offload)"
 expected_seconds:
   description: Expected run time of the whole measurement.
   returned: always

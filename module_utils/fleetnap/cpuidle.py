@@ -57,30 +57,35 @@ def _int(fs, path, default=None, hi=COUNTER_MAX):
         raise CpuidleError("%s (is sysfs_root %s a sysfs tree?)" % (exc, fs.root))
 
 
-def _state_fields(fs, sdir):
-    return {
+def _state_fields(fs, sdir, counters):
+    fields = {
         "name": fs.read(sdir + "/name", ""),
         "desc": fs.read(sdir + "/desc", ""),
         "latency_us": _int(fs, sdir + "/latency"),
         "residency_us": _int(fs, sdir + "/residency"),
         "disable": _int(fs, sdir + "/disable", hi=1),
-        "default_status": fs.read(sdir + "/default_status"),
-        "usage": _int(fs, sdir + "/usage"),
-        "time_us": _int(fs, sdir + "/time"),
+        "default_status": None, "usage": None, "time_us": None,
     }
+    if counters:
+        fields.update(default_status=fs.read(sdir + "/default_status"), usage=_int(fs, sdir + "/usage"),
+                      time_us=_int(fs, sdir + "/time"))
+    return fields
 
 
-def read_model(fs):
+def read_model(fs, counters=True):
     """Read the cpuidle part of sysfs into a plain dict (JSON-ready). Anything that cannot be read
     or used (a FIFO, a link out of the root, a file too large, a number that is not one) is a
-    CpuidleError naming the file."""
+    CpuidleError naming the file.
+
+    ``counters=False``: a state's usage, time and default_status are not read (None): the gate
+    decides from names, latencies and disable files only, and a host has thousands of the others."""
     try:
-        return _read_model(fs)
+        return _read_model(fs, counters)
     except (HostFsError, UnicodeDecodeError) as exc:
         raise CpuidleError("%s" % (exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
 
 
-def _read_model(fs):
+def _read_model(fs, counters):
     if not fs.isdir(CPU_DIR):
         raise CpuidleError("%s does not exist: is sysfs mounted, or is sysfs_root (%s) right?"
                            % (fs.path(CPU_DIR), fs.root))
@@ -107,7 +112,7 @@ def _read_model(fs):
             match = STATE_RE.match(entry)
             if not match:
                 continue
-            state = _state_fields(fs, "%s/cpuidle/%s" % (cdir, entry))
+            state = _state_fields(fs, "%s/cpuidle/%s" % (cdir, entry), counters)
             state["index"] = int(match.group(1))
             states.append(state)
         states.sort(key=lambda s: s["index"])

@@ -170,7 +170,7 @@ def _json(data):
 def read_gate_model(module, fs):
     """The host's cpuidle model (fail_json when sysfs cannot be read), after warning about other managers."""
     try:
-        model = read_model(fs)
+        model = read_model(fs, counters=False)
         warnings = _other_managers(fs)
     except (CpuidleError, HostFsError, ValueError) as exc:
         module.fail_json(msg=str(exc))

@@ -239,7 +239,8 @@ def launch_time_nics(nics):
 
     ``nics``: [{name, driver, pci_device (e.g. "0x1533") or None, phc ("/dev/ptp0") or None,
     tx_queues}]. Returns {available, candidates: [names], reason}: candidates have a PHC, at least
-    2 TX queues (mqprio) and a driver with ETF offload (igb only on an i210).
+    2 TX queues (mqprio) and a driver with ETF offload (igb only on an i210); summary: the line a
+    report prints ("possible on NAMES" or "unavailable: REASON").
     """
     candidates, refused = [], []
     for nic in sorted(nics, key=lambda n: n["name"]):
@@ -259,7 +260,8 @@ def launch_time_nics(nics):
             candidates.append(nic["name"])
     if candidates:
         return {"available": True, "candidates": candidates,
-                "reason": "launch-time offload candidates: %s (etf_qdisc offload: 'on' confirms)" % ", ".join(candidates)}
-    return {"available": False, "candidates": [],
-            "reason": "no NIC with ETF launch-time offload (a PHC and igb/i210, igc, stmmac, enetc or am65-cpsw)"
-                      + ("; NICs with a PHC: " + ", ".join(refused) if refused else "; no NIC has a PTP hardware clock")}
+                "reason": "launch-time offload candidates: %s (etf_qdisc offload: 'on' confirms)" % ", ".join(candidates),
+                "summary": "possible on %s" % ", ".join(candidates)}
+    reason = ("no NIC with ETF launch-time offload (a PHC and igb/i210, igc, stmmac, enetc or am65-cpsw)"
+              + ("; NICs with a PHC: " + ", ".join(refused) if refused else "; no NIC has a PTP hardware clock"))
+    return {"available": False, "candidates": [], "reason": reason, "summary": "unavailable: " + reason}

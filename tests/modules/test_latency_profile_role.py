@@ -80,6 +80,11 @@ def test_advise_is_one_module_call_and_writes_the_curves_on_the_controller(tmp_p
                      "Write the PowerNap curves on the controller (advise, latency_profile_powernap_svg_dir)",
                      "Show the decision (one table for the batch)"], tasks
     assert "powernap_advice: sleep" in proc.stdout      # the table says why
+    # a row per C-state, from what the module returned ("-" where a latency is unknown)
+    for s in decided["fast"]["states"]:
+        cells = [s["name"]] + ["-" if s[k] is None else s[k] for k in ("declared_us", "measured_us", "effective_us")]
+        row = "%-10s %11s %11s %12s  %-7s  " % tuple(cells + ["yes" if s["allowed"] else "NO"])
+        assert '"' + row in proc.stdout, (row, proc.stdout[-3000:])
 
 
 # Each host one bad input; every one refused with words naming it, nothing changed on its machine.

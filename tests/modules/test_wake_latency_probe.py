@@ -218,6 +218,10 @@ def test_playbook_stores_results_and_merges_the_fact_file(tmp_path, saved_knobs,
     assert stored["wake_latency_us"]["C9"] == 1.0  # states not measured now are kept
     host = json.loads((results / "localhost.json").read_text())
     assert host["host"] == "localhost" and host["restored"]
+    assert not {"changed", "failed", "invocation"} & set(host)  # the module's result, not Ansible's keys
+    # the NIC method's line, as the module words it, in the table and on the page
+    assert "method (b) NIC launch time: " + host["nic_method"]["summary"] in proc.stdout
+    assert host["nic_method"]["summary"].startswith(("possible on ", "unavailable: "))
     for name in state_names():
         assert stored["wake_latency_us"][name] == host["worst_us"][name]
         assert name in proc.stdout  # the declared-vs-measured table is printed
@@ -239,4 +243,5 @@ def test_playbook_stores_results_and_merges_the_fact_file(tmp_path, saved_knobs,
                           cwd=str(REPO), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "would measure" in proc.stdout and FACT.read_text() == "{}"
+    assert "NIC launch-time method: " + host["nic_method"]["summary"] in proc.stdout
     assert knobs() == saved_knobs

@@ -120,7 +120,7 @@ def test_the_controller_side_on_the_cycles_the_lab_produced(tmp_path):
     tasks = [
         {"name": "The cycles the lab measured", "ansible.builtin.set_fact": {
             "__resume_measure_cycles": "{{ lookup('ansible.builtin.file', '%s') | from_json }}" % (tmp_path / "c.json"),
-            "__resume_measure_measuring": True}},
+            "__resume_measure_measuring": "localhost"}},
         {"name": "Record", "ansible.builtin.include_role": {"name": "resume_measure", "tasks_from": "record.yml"}},
         {"name": "Fleet", "ansible.builtin.include_role": {"name": "resume_measure", "tasks_from": "fleet.yml"}},
     ]

@@ -207,6 +207,9 @@ def test_launch_time_nic_detection():
     # the thesis's i210 (igb, device 0x1533) qualifies; an i350 on igb does not
     thesis = launch_time_nics([_nic("enp3s0", "igb", device="0x1533"), _nic("enp4s0", "igb", device="0x1521")])
     assert thesis["available"] and thesis["candidates"] == ["enp3s0"]
+    # the line the role's table, plan and page print
+    assert thesis["summary"] == "possible on enp3s0"
+    assert lab["summary"] == "unavailable: " + lab["reason"]
     i350 = launch_time_nics([_nic("enp4s0", "igb", device="0x1521")])
     assert not i350["available"] and "only on the i210 (device 0x1521)" in i350["reason"]
     one_queue = launch_time_nics([_nic("eth1", "igc", queues=1)])
