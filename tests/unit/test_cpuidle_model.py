@@ -1,5 +1,7 @@
 """The cpuidle model on every captured machine, checked against the raw capture files."""
 
+import os
+
 import pytest
 
 from conftest import dataset_names, materialize
@@ -33,6 +35,30 @@ def test_model_matches_capture(dataset, trees):
         want = {i: (st["name"], int(st["latency"])) for i, st in raw.get(cpu["cpu"], {}).items()}
         assert got == want
     assert model["driver"] in ("intel_idle", "acpi_idle")
+
+
+def test_the_gate_model_leaves_the_counters_unread(trees):
+    """counters=False: the same model without usage, time and default_status, and those files are
+    not opened (a FIFO in their place, which read_model refuses, is never touched)."""
+    root = trees("ivbep1")
+    full = read_model(HostFS(str(root)))
+    gate = read_model(HostFS(str(root)), counters=False)
+    assert any(s["usage"] for cpu in full["cpus"] for s in cpu["states"])
+    for cpu in full["cpus"]:
+        for s in cpu["states"]:
+            s.update(usage=None, time_us=None, default_status=None)
+    assert gate == full
+    usage = root / "sys/devices/system/cpu/cpu0/cpuidle/state1/usage"
+    saved = usage.read_text()
+    usage.unlink()
+    os.mkfifo(usage)
+    try:
+        assert read_model(HostFS(str(root)), counters=False) == gate
+        with pytest.raises(CpuidleError, match="FIFO"):
+            read_model(HostFS(str(root)))
+    finally:
+        usage.unlink()
+        usage.write_text(saved)
 
 
 @pytest.mark.parametrize("dataset", dataset_names())
