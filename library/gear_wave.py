@@ -95,6 +95,72 @@ options:
         description: With C(redfish), verify the BMC's TLS certificate (labs only should turn this off).
         type: bool
         default: true
+      record:
+        description:
+          - The host's power record as the inventory has it (its C(fleetnap_*) variables), read, checked and given its
+            defaults in one place (module_utils C(powerrecord)); a variable not listed here is refused, naming it.
+          - Its BMC fields are the entry's BMC options (given one by one beside a record, refused); the others join the
+            entry's O(hosts[].inventory) facts, under the keys the caller gives there.
+          - M(gear_wave) also takes a host's wake fields (methods, MACs, WoL address and port, boot_once, event_log)
+            from it where the entry leaves its own at their defaults; an O(observed) host's are the observation's.
+        type: dict
+        suboptions:
+          fleetnap_bmc_address:
+            description: The BMC's address; absent or empty = no BMC.
+            type: raw
+          fleetnap_bmc_port:
+            description: The BMC's port, 1-65535 (default 623; with C(redfish) 623 means 443).
+            type: raw
+          fleetnap_bmc_user:
+            description: The BMC user.
+            type: raw
+          fleetnap_bmc_password:
+            description:
+              - The BMC password (a vault variable); absent or empty = C(FLEETNAP_BMC_PASSWORD) in the controller's
+                environment. Never in a result, a log or a command line.
+            type: str
+          fleetnap_bmc_cipher_suite:
+            description: IPMI 2.0 cipher suite, 0-17 (default 3).
+            type: raw
+          fleetnap_bmc_protocol:
+            description: C(ipmi) (default) or C(redfish).
+            type: raw
+          fleetnap_bmc_ca_path:
+            description: With C(redfish), an absolute path to the PEM file of the CA that signed the BMC's certificate.
+            type: raw
+          fleetnap_bmc_validate_certs:
+            description: With C(redfish), verify the BMC's TLS certificate (default true).
+            type: raw
+          fleetnap_bmc_boot_once:
+            description: A power-on by the BMC boots from the disk once (default true).
+            type: raw
+          fleetnap_bmc_boot_once_required:
+            description: Refuse the power-on when the next boot cannot be set (default false).
+            type: raw
+          fleetnap_bmc_event_log:
+            description: Read the BMC's event log after a power-on by it (default true).
+            type: raw
+          fleetnap_wol_macs:
+            description: MACs the magic packets wake (a list, or text with commas; default none).
+            type: raw
+          fleetnap_wol_address:
+            description: Where the magic packets go (default 255.255.255.255).
+            type: raw
+          fleetnap_wol_port:
+            description: UDP port of the magic packets, 1-65535 (default 9).
+            type: raw
+          fleetnap_power_methods:
+            description: Wake methods in order, one or two of C(wol), C(ipmi), C(redfish) (default [wol]).
+            type: raw
+          fleetnap_power_w:
+            description: Watts when on, asleep and off (C({on, asleep, off})), for the energy figures.
+            type: raw
+          fleetnap_gear_group:
+            description: The host's gear group (a whole number from 1).
+            type: raw
+          fleetnap_rack:
+            description: The host's rack.
+            type: raw
       inventory:
         description:
           - What the caller knows of the host from its inventory (for a gear shift its gear group,
@@ -335,7 +401,7 @@ elapsed_s:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options
+from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options, take_records
 from ansible.module_utils.fleetnap.observe import compile_greeting
 from ansible.module_utils.fleetnap.secrets import guard, refuse_command_line
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, number, path
@@ -446,24 +512,28 @@ def check_wave_hosts(action, hosts):
                     raise ParamError("%s.said.%s: must be text of at most 65536 characters" % (where, key))
 
 
+# gear_wave's own per-host options; a host's record fills those it has (its wake fields).
+WAVE_OPTIONS = dict(
+    up_methods=dict(type="list", elements="str", default=["wol"]),
+    wol_macs=dict(type="list", elements="str", default=[]),
+    wol_address=dict(type="str", default="255.255.255.255"),
+    wol_port=dict(type="int", default=9),
+    chassis_was_off=dict(type="bool", default=False),
+    boot_once=dict(type="bool", default=True),
+    boot_once_required=dict(type="bool", default=False),
+    event_log=dict(type="bool", default=True),
+    down_method=dict(type="str", default="suspend", choices=["suspend", "soft", "off"]),
+    since=dict(type="float"),
+    said=dict(type="dict"),
+    no_s3_fallback=dict(type="str", default="", choices=["", "soft", "off"]),
+)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             action=dict(type="str", required=True, choices=["up", "down"]),
-            hosts=dict(type="list", elements="dict", required=True, options=host_options(
-                up_methods=dict(type="list", elements="str", default=["wol"]),
-                wol_macs=dict(type="list", elements="str", default=[]),
-                wol_address=dict(type="str", default="255.255.255.255"),
-                wol_port=dict(type="int", default=9),
-                chassis_was_off=dict(type="bool", default=False),
-                boot_once=dict(type="bool", default=True),
-                boot_once_required=dict(type="bool", default=False),
-                event_log=dict(type="bool", default=True),
-                down_method=dict(type="str", default="suspend", choices=["suspend", "soft", "off"]),
-                since=dict(type="float"),
-                said=dict(type="dict"),
-                no_s3_fallback=dict(type="str", default="", choices=["", "soft", "off"]),
-            )),
+            hosts=dict(type="list", elements="dict", required=True, options=host_options(**WAVE_OPTIONS)),
             observed=dict(type="dict"),
             wol_timeout=dict(type="float", default=90),
             ipmi_timeout=dict(type="float", default=300),
@@ -486,6 +556,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    try:
+        take_records(p["hosts"], own=dict((k, v["default"]) for k, v in WAVE_OPTIONS.items() if "default" in v))
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
     # Every result scrubbed of every form of every host's BMC password (a BMC's or a suspend
     # command's text that repeats it included); a password on a command line refused.
     scrubber = guard(module, [h.get("bmc_password") for h in p["hosts"]])

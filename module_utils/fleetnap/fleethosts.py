@@ -6,6 +6,7 @@ their checks, and each one's BMC client. Standard library only."""
 
 from __future__ import annotations
 
+from ansible.module_utils.fleetnap import powerrecord
 from ansible.module_utils.fleetnap.ipmi import Bmc
 from ansible.module_utils.fleetnap.redfish import Redfish, RedfishError
 from ansible.module_utils.fleetnap.validate import ParamError, name, number
@@ -39,6 +40,9 @@ _HOST_OPTIONS = dict(
     # What the caller knows of the host from its inventory (gear group, rack, methods, power
     # figures): gear_observe returns it with the observation, gear_wave ignores it.
     inventory=dict(type="dict", default={}),
+    # The host's power record as the inventory has it (fleetnap_* variables): read by
+    # powerrecord.read, it gives the BMC options above and the inventory facts (take_records).
+    record=dict(type="dict", options=powerrecord.record_options()),
 )
 
 
@@ -47,6 +51,30 @@ def host_options(**extra):
     out = dict((k, dict(v)) for k, v in _HOST_OPTIONS.items())
     out.update(extra)
     return out
+
+
+def take_records(hosts, own=None):
+    """Each entry's ``record`` (the host's fleetnap_* variables) read once by powerrecord.read: its
+    BMC fields become the entry's BMC options, the rest its inventory facts, under the caller's own
+    inventory keys (a shift's methods override the host's). ``own``: the module's own per-host
+    options (name -> default) the record also fills where the entry left them at their default.
+    A record beside BMC options given one by one is refused: one place says where a host's BMC
+    is. Raises ParamError naming hosts[i]."""
+    for i, h in enumerate(hosts):
+        raw = h.pop("record", None)
+        if raw is None:
+            continue
+        where = "hosts[%d].record" % i
+        given = [k for k in powerrecord.BMC_KEYS if h.get(k) not in (None, "", _HOST_OPTIONS[k].get("default"))]
+        if given:
+            raise ParamError("option hosts[%d]: %s given beside record; give the BMC in the record "
+                             "(fleetnap_bmc_* variables) or as options, not both" % (i, ", ".join(given)))
+        bmc, rest = powerrecord.split(powerrecord.read(raw, where))
+        h.update(bmc)
+        for key, default in (own or {}).items():
+            if key in rest and h.get(key) == default:
+                h[key] = rest[key]
+        h["inventory"] = dict(rest, **(h.get("inventory") or {}))
 
 
 def check_hosts(hosts, extra=None):

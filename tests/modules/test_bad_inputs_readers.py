@@ -446,6 +446,23 @@ GEAR_OBSERVE = [
     ("bmc user with a newline", dict(GO, hosts=[dict(OB, bmc_user="admin\nroot")]), "option hosts[0].bmc_user: must be a user name"),
     ("cipher suite 99", dict(GO, hosts=[dict(OB, cipher_suite=99)]), "option hosts[0].cipher_suite: must be >= 0 and <= 17"),
     ("host port text", dict(GO, hosts=[dict(OH, port="ssh")]), "port"),
+    # the host's power record (fleetnap_* variables), read by powerrecord
+    ("record misspelt password", dict(GO, hosts=[dict(OH, record={"fleetnap_bmc_pasword": "x"})]),
+     "hosts.record.fleetnap_bmc_pasword"),
+    # refused by AnsibleModule itself, whose message for a suboption dict that is not one names no
+    # option (ansible-core 2.19); the roles always pass a dict
+    ("record not a dict", dict(GO, hosts=[dict(OH, record="fleetnap_bmc_address 10.0.0.1")]),
+     "dictionary requested, could not parse JSON or key=value"),
+    ("record bmc address with a slash", dict(GO, hosts=[dict(OH, record={"fleetnap_bmc_address": "10.0.0.1/24"})]),
+     "option hosts[0].record.fleetnap_bmc_address: must be a host name or address"),
+    ("record bmc port 0", dict(GO, hosts=[dict(OH, record={"fleetnap_bmc_port": 0})]),
+     "option hosts[0].record.fleetnap_bmc_port: must be >= 1 and <= 65535"),
+    ("record MAC of five bytes", dict(GO, hosts=[dict(OH, record={"fleetnap_wol_macs": ["52:54:00:12:34"]})]),
+     "option hosts[0].record.fleetnap_wol_macs[0]:"),
+    ("record gear group 0", dict(GO, hosts=[dict(OH, record={"fleetnap_gear_group": 0})]),
+     "option hosts[0].record.fleetnap_gear_group: must be"),
+    ("record beside bmc options", dict(GO, hosts=[dict(OB, record={"fleetnap_bmc_address": "127.0.0.1"})]),
+     "option hosts[0]: bmc_address, bmc_port, bmc_user, bmc_password given beside record"),
 ]
 
 
@@ -456,6 +473,10 @@ WB = dict(WH, bmc_address="127.0.0.1", bmc_port=9, bmc_user="admin", bmc_passwor
 GW = {"action": "up", "hosts": [WH], "wol_timeout": 0.3, "rate_limit_dir": "{tmp}/rl"}
 GEAR_WAVE = [
     ("action sideways", dict(GW, action="sideways"), "value of action must be one of: up, down"),
+    ("record methods pxe", dict(GW, hosts=[dict(WH, record={"fleetnap_power_methods": ["pxe"]})]),
+     "option hosts[0].record.fleetnap_power_methods: must name one or two of wol, ipmi, redfish"),
+    ("record validate_certs maybe", dict(GW, hosts=[dict(WH, record={"fleetnap_bmc_validate_certs": "maybe"})]),
+     "option hosts[0].record.fleetnap_bmc_validate_certs: must be true or false"),
     ("boot_once_required a word", dict(GW, hosts=[dict(WH, boot_once_required="maybe")]),
      "boot_once_required"),
     ("event_log a list", dict(GW, hosts=[dict(WH, event_log=[1])]), "event_log"),

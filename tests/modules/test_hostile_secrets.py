@@ -177,6 +177,9 @@ def cases(tmp, pki, stubs, prom, greet_port):
     host = {"name": "h1", "address": "127.0.0.1", "port": 9, "bmc_address": "127.0.0.1", "bmc_user": "echo-err",
             "bmc_password": PASSWORD}
     obs = {"probe_timeout": 0.2, "retries": 0, "min_interval": 0, "rate_limit_dir": str(tmp / "rl")}
+    record_host = {"name": "h1", "address": "127.0.0.1", "port": 9}
+    record = {"fleetnap_bmc_address": "127.0.0.1", "fleetnap_bmc_user": "echo-err", "fleetnap_bmc_password": PASSWORD,
+              "fleetnap_gear_group": 1}
     wave = dict(obs, action="up", ipmi_timeout=1)
     del wave["probe_timeout"]
     plan = {"replicas": 2, "gear": 2}
@@ -202,6 +205,16 @@ def cases(tmp, pki, stubs, prom, greet_port):
         ("gear_wave: BMC error echoes the password during an ipmi wake",
          {"gear_wave": dict(wave, hosts=[dict(host, up_methods=["ipmi"], boot_once=False, event_log=False)])},
          None),
+        # the password in the host's power record (hosts[].record), as gear_shift passes it
+        ("gear_observe: the record's password, echoed in a BMC error",
+         {"gear_observe": dict(obs, hosts=[dict(record_host, record=record)])}, None),
+        ("gear_observe: the record's password beside a refused record field",
+         {"gear_observe": dict(obs, hosts=[dict(record_host, record=dict(record, fleetnap_wol_macs=["zz"]))])},
+         "option hosts[0].record.fleetnap_wol_macs[0]"),
+        ("gear_wave: the record's password, a refused port before any BMC is asked",
+         {"gear_wave": dict(wave, hosts=[dict(record_host, up_methods=["ipmi"],
+                                              record=dict(record, fleetnap_bmc_port=70000))])},
+         "option hosts[0].record.fleetnap_bmc_port: must be >= 1 and <= 65535"),
         ("gear_wave: a suspend command's output repeats the password",
          {"gear_wave": dict(wave, action="down", down_timeout=0.5, silent_for=0,
                             hosts=[dict(host, said={"rc": 3, "stdout": "x" * 290 + PASSWORD, "msg": PASSWORD})])},
@@ -326,6 +339,8 @@ def test_what_the_cases_return(table):
     observed = by["gear_observe: BMC error echoes the password; inventory holds credentials"]["hosts"]["h1"]
     assert observed["group"] == 1 and "bmc_password" not in observed and observed["deep"] == {}
     assert "rejected user 'echo-err'" in observed["bmc_error"] and "********" in observed["bmc_error"]
+    recorded = by["gear_observe: the record's password, echoed in a BMC error"]["hosts"]["h1"]
+    assert recorded["group"] == 1 and "rejected user 'echo-err'" in recorded["bmc_error"]   # the record was read
     woke = by["gear_wave: BMC error echoes the password during an ipmi wake"]["hosts"]["h1"]
     assert not woke["ok"] and "rejected user 'echo-err'" in woke["msg"]
     for word in ("0", "no", "false", "off"):
