@@ -74,9 +74,10 @@ options:
       - Per-host results of the shift (C(host), C(ok), C(action), C(method), C(msg), ...).
       - A host with two results for one action (its wake, then a failure after it) is recorded
         once, failed, with the details of both.
+      - Omitted, the running shift's own, as its batches wrote them into the state file's journal
+        (M(gear_state), the shift holding O(lock_file)); none without O(lock_file).
     type: list
     elements: dict
-    default: []
   result:
     description: The result to record instead of deciding it (a shift stopped before it acted).
     type: str
@@ -245,7 +246,7 @@ import time
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap import fileio, journal
 from ansible.module_utils.fleetnap.energy import (
     EnergyError, add_readings, check_figures, daily, effective_figures, read_history, read_measured_file,
     read_power_file, read_text,
@@ -302,7 +303,7 @@ def main():
             observed_before=dict(type="bool", default=False),
             replicas=dict(type="int", default=3),
             gmin=dict(type="int", default=1),
-            actions=dict(type="list", elements="dict", default=[]),
+            actions=dict(type="list", elements="dict"),
             result=dict(type="str", choices=["ok", "degraded", "refused", "failed"]),
             reason=dict(type="str", default=""),
             started=dict(type="str", required=True),
@@ -323,6 +324,10 @@ def main():
     check_params(module, CHECKS)
     now = time.time()
     try:
+        if p["actions"] is None:
+            # the shift's actions as its batches wrote them (gear_state), before this replaces the file
+            p["actions"] = journal.actions(journal.read(p["state_file"]), journal.shift_of(p["lock_file"])) \
+                if p["lock_file"] else []
         if len(p["actions"]) > MAX_ACTIONS:
             raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
         if p["observed_before"] and (p["observed"] is None or p["plan"].get("down_hosts")):

@@ -30,6 +30,10 @@ description:
     writes nothing when any is there, so that no batch goes lower after a failure. The shift is
     the one that holds the lock (its owner's PID, start time and when it took the lock), so the
     failures of another shift (one killed before its record) never stop this one.
+  - The shift's journal. With O(lock_file), V(after_up) and V(after_down) also write every result of the batch
+    (a failure winning per host and action) into C(in_progress.actions), so the shift's phases pass their
+    results on in this file, not in facts; M(gear_record) reads them back from it. V(query) writes nothing and
+    returns this shift's RV(actions) and, as V(before_down) would, RV(stop) and RV(reason).
   - Hosts the event does not concern are left as they are. The file is written atomically (temp
     file, fsync, rename, directory fsync); the gear-shift lock makes this the only writer.
   - The file it reads must be a regular file in its directory (a link out of it, a FIFO, a device
@@ -49,7 +53,7 @@ options:
   event:
     description: What just happened to the batch (see the description).
     type: str
-    choices: [before_down, after_down, after_up]
+    choices: [before_down, after_down, after_up, query]
     required: true
   hosts:
     description: The batch (inventory host names).
@@ -99,6 +103,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+actions:
+  description: With V(query), this shift's actions in the journal (the hosts' results, a failure winning per host and action).
+  returned: with event query
+  type: list
+  elements: dict
+  sample: [{host: lab2, action: up, ok: true, state: "on", method: wol}]
 updated:
   description: Host -> the state written for it by this call.
   returned: always
@@ -106,7 +116,7 @@ updated:
   sample: {lab2: asleep, lab5: asleep}
 stop:
   description:
-    - With V(before_down) and O(lock_file), true when an earlier batch of this shift failed; then nothing was written
+    - With V(before_down) or V(query) and O(lock_file), true when an earlier batch of this shift failed; then nothing was written
       and no host of this batch may be put down.
   returned: always
   type: bool
@@ -117,13 +127,11 @@ reason:
   sample: "lab2: up failed (did not come back: wol: did not become answering within 90 s)"
 """
 
-import errno
-import json
 import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap import fileio, parse, shiftlock
+from ansible.module_utils.fleetnap import fileio, journal
 from ansible.module_utils.fleetnap.gearshift import failure_wins
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path
 
@@ -147,67 +155,6 @@ def _check_lists(p):
                 raise ParamError("option %s[%d]: needs a host name (host), got %r" % (opt, i, item.get("host")))
     if p["event"] == "before_down" and not p["rows"] and p["hosts"]:
         raise ParamError("option rows: event before_down needs the plan's rows")
-
-
-def read_state(real):
-    """The state document, or a new one when the file does not exist. Read through the file layer
-    (a regular file in its own directory, no link out of it, at most fileio.RECORD bytes, UTF-8)
-    and parse.loads (bounded depth, no NaN, Infinity or 1e999, no lone surrogates). Raises
-    ParamError naming the file and what is wrong with it."""
-    directory = os.path.dirname(real) or "/"
-    try:
-        data = fileio.read_optional(real, fileio.RECORD, root=directory, what="state file")
-    except fileio.UnsafeFileError as exc:
-        raise ParamError("%s: fix or remove it" % exc)
-    except OSError as exc:
-        if exc.errno == errno.EISDIR:
-            raise ParamError("state file %s is a directory: give the file's path" % real)
-        raise ParamError("cannot read the state file %s: %s" % (real, exc.strerror or exc))
-    if data is None:
-        return {"hosts": {}}
-    doc = None
-    if data.strip():
-        try:
-            doc = parse.loads(data, "state file %s" % real, fileio.RECORD)
-        except parse.ParseError as exc:
-            raise ParamError("%s: fix or remove it (nothing was written)" % exc)
-    if not isinstance(doc, dict) or not isinstance(doc.get("hosts"), dict):
-        raise ParamError("state file %s is not a JSON object with a 'hosts' object: fix or remove it" % real)
-    for h, entry in doc["hosts"].items():
-        if not isinstance(entry, dict):
-            raise ParamError("state file %s: hosts.%s is not an object (got %s): fix or remove the file"
-                             % (real, h, type(entry).__name__))
-    return doc
-
-
-def failures(results):
-    """The failed outcomes of a batch (a failure wins per host and action): host, action, msg."""
-    return [{"host": r["host"], "action": str(r.get("action") or ""), "msg": str(r.get("msg") or "failed")[:500]}
-            for r in failure_wins(results) if r.get("ok") is not True]
-
-
-def shift_of(lock_file):
-    """The running shift's identity: its lock's owner (PID, start time, when it took the lock), or
-    None without a lock. ParamError naming the lock when it cannot be read."""
-    if not lock_file:
-        return None
-    try:
-        owner = shiftlock.read(lock_file)
-    except shiftlock.LockError as exc:
-        raise ParamError("option lock_file: %s" % exc)
-    if not owner or owner.get("pid") is None:
-        return None
-    return "%s/%s/%s" % (owner.get("pid"), owner.get("start_time"), owner.get("since"))
-
-
-def stop_reason(doc, shift):
-    """Why this shift must not go lower ("" when nothing of this shift failed)."""
-    progress = doc.get("in_progress")
-    if not shift or not isinstance(progress, dict) or progress.get("shift") != shift:
-        return ""
-    failed = progress.get("failed") if isinstance(progress.get("failed"), list) else []
-    return "; ".join("%s: %s failed (%s)" % (f.get("host"), f.get("action"), f.get("msg"))
-                     for f in failed if isinstance(f, dict))
 
 
 def decide(event, hosts, rows, results):
@@ -240,7 +187,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
-            event=dict(type="str", required=True, choices=["before_down", "after_down", "after_up"]),
+            event=dict(type="str", required=True, choices=["before_down", "after_down", "after_up", "query"]),
             hosts=dict(type="list", elements="str", required=True),
             rows=dict(type="list", elements="dict", default=[]),
             results=dict(type="list", elements="dict", default=[]),
@@ -253,23 +200,23 @@ def main():
     try:
         _check_lists(p)
         real = p["path"]
-        doc = read_state(real)
-        shift = shift_of(p["lock_file"])
+        doc = journal.read(real)
+        shift = journal.shift_of(p["lock_file"])
     except ParamError as exc:
         module.fail_json(msg=str(exc))
 
-    if p["event"] == "before_down":
-        reason = stop_reason(doc, shift)
-        if reason:
-            module.exit_json(changed=False, updated={}, stop=True, reason=reason,
-                             diff={"before": {"hosts": {}}, "after": {"hosts": {}}})
+    if p["event"] in ("before_down", "query"):
+        reason = journal.stop_reason(doc, shift)
+        if reason or p["event"] == "query":
+            module.exit_json(changed=False, updated={}, stop=bool(reason), reason=reason,
+                             actions=journal.actions(doc, shift), diff={"before": {"hosts": {}}, "after": {"hosts": {}}})
     want = decide(p["event"], p["hosts"], p["rows"], p["results"])
-    failed = failures(p["results"]) if shift and p["event"] != "before_down" else []
+    journaled = shift is not None and p["event"] != "before_down" and bool(p["results"])
     hosts = doc["hosts"]
     before = {h: hosts[h].get("state") if h in hosts else None for h in want}
     updated = {h: s for h, s in want.items() if before[h] != s}
     diff = {"before": {"hosts": before}, "after": {"hosts": dict(before, **want)}}
-    if (not updated and not failed) or module.check_mode:
+    if (not updated and not journaled) or module.check_mode:
         module.exit_json(changed=bool(updated), updated=updated, diff=diff, stop=False, reason="")
 
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -277,20 +224,21 @@ def main():
         entry = hosts.get(h, {"host": h})
         entry.update(state=s, since=now, by=p["event"])
         hosts[h] = entry
-    progress = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {"since": now}
-    if shift and progress.get("shift") != shift:
-        progress = {"since": now, "shift": shift}      # another shift's progress (killed before its record)
-    if failed:
-        kept = progress.get("failed") if isinstance(progress.get("failed"), list) else []
-        progress["failed"] = kept + failed
-    progress["updated"] = now
-    doc["in_progress"] = progress
     directory = os.path.dirname(real) or "/"
     if not os.path.isdir(directory):
         module.fail_json(msg="the state file's directory %s does not exist" % directory)
     try:
-        fileio.atomic_write(real, json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n",
-                            0o644, directory, module)
+        if journaled:
+            journal.note_batch(doc, shift, p["results"], now)
+        else:
+            progress = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {"since": now}
+            if shift and progress.get("shift") != shift:
+                progress = {"since": now, "shift": shift}      # another shift's progress (killed before its record)
+            progress["updated"] = now
+            doc["in_progress"] = progress
+        journal.write(real, doc, module)
+    except ParamError as exc:
+        module.fail_json(msg=str(exc))
     except (fileio.HostFsError, OSError, ValueError) as exc:
         module.fail_json(msg="could not write the state file %s: %s (it is as it was)" % (real, exc))
     module.exit_json(changed=True, updated=updated, diff=diff, stop=False, reason="")

@@ -59,6 +59,11 @@ class UnsafeFileError(HostFsError, OSError, ValueError):
     """A file that is there but must not be used as it is; the message names it and says why."""
 
 
+class ReplacedError(UnsafeFileError):
+    """The file was renamed over between its check and its open (an atomic write by another
+    process): reading it again reads the new file whole."""
+
+
 class FileWriteError(HostFsError, OSError):
     """A file could not be written; the message names it (an OSError too, for callers that
     handle those)."""
@@ -181,7 +186,7 @@ def read_bytes(path, limit=RECORD, root="/", what=None, deadline_s=READ_DEADLINE
     try:
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-            raise UnsafeFileError("%s was replaced while it was opened; try again" % shown)
+            raise ReplacedError("%s was replaced while it was opened; try again" % shown)
         _fd_inside(fd, root_real, shown)
         chunks, total = [], 0
         end = time.monotonic() + deadline_s

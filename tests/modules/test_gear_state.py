@@ -109,3 +109,32 @@ def test_no_batch_goes_lower_after_a_failure_of_this_shift(tmp_path):
     res = run_module("gear_state", {"path": str(sf), "event": "before_down", "hosts": ["n3"], "rows": ROWS,
                                     "lock_file": str(lock)}, tmp_path=tmp_path)
     assert res["stop"] is False and res["updated"] == {"n3": "off"}, res
+
+
+def test_the_journal_carries_the_shifts_actions_and_query_reads_them_back(tmp_path):
+    """after_up and after_down write every result of their batch into the shift's journal (a failure
+    winning per host and action); query writes nothing and gives them back with the stop answer;
+    another shift's journal is not this one's."""
+    sf, lock = tmp_path / "state.json", tmp_path / "shift.lock"
+    a = _lock(lock, "2026-11-27T10:00:00Z")
+    up = [{"host": "n4", "action": "up", "ok": True, "state": "on", "method": "wol", "attempts": [{"method": "wol"}]},
+          {"host": "n5", "action": "up", "ok": True, "state": "on", "method": "wol"},
+          {"host": "n5", "action": "up", "ok": False, "msg": "health command failed"}]
+    res = run_module("gear_state", {"path": str(sf), "event": "after_up", "hosts": ["n4", "n5"], "lock_file": a,
+                                    "results": up}, tmp_path=tmp_path)
+    assert res.changed, res
+    res = run_module("gear_state", {"path": str(sf), "event": "after_down", "hosts": ["n2"], "lock_file": a,
+                                    "results": [{"host": "n2", "action": "down", "ok": True, "state": "asleep"}]},
+                     tmp_path=tmp_path)
+    before = sf.read_text()
+    q = run_module("gear_state", {"path": str(sf), "event": "query", "hosts": [], "lock_file": a}, tmp_path=tmp_path)
+    assert not q.changed and sf.read_text() == before
+    got = {(x["host"], x["action"]): x for x in q["actions"]}
+    assert sorted(got) == [("n2", "down"), ("n4", "up"), ("n5", "up")]
+    assert got[("n4", "up")]["attempts"] == [{"method": "wol"}]            # the result as the wave gave it
+    assert got[("n5", "up")]["ok"] is False                                # the failure won
+    assert q["stop"] is True and q["reason"] == "n5: up failed (health command failed)"
+    # the lock's next owner (a shift after this one was killed) has an empty journal
+    b = _lock(lock, "2026-11-27T11:00:00Z", pid=4343)
+    q = run_module("gear_state", {"path": str(sf), "event": "query", "hosts": [], "lock_file": b}, tmp_path=tmp_path)
+    assert q["actions"] == [] and q["stop"] is False

@@ -359,3 +359,24 @@ def test_measured_watts_are_kept_per_state_and_replace_the_inventory_figures(tmp
     (tmp_path / "gear" / "power_measured.json").write_text('{"lab1": {"on": {"watts": 1}}}')
     bad = run_module("gear_record", args)
     assert bad.get("failed") and "measured power file" in bad["msg"] and "lab1.on" in bad["msg"]
+
+
+def test_without_actions_the_record_reads_its_shifts_journal(tmp_path):
+    """actions omitted: the actions the shift's batches wrote into the state file's journal (the
+    shift holding lock_file), not another shift's; a failure there fails the shift."""
+    plan, after, actions = shift_down()
+    gear = tmp_path / "gear"
+    gear.mkdir()
+    lock = gear / "shift.lock"
+    lock.write_text(json.dumps({"pid": 4242, "start_time": 777, "since": "2026-11-27T10:00:00Z", "cmdline": ["x"]}))
+    failed = dict(actions[0], ok=False, msg="cannot suspend: suspend.target is masked")
+    journal = {"hosts": {}, "in_progress": {"shift": "4242/777/2026-11-27T10:00:00Z", "actions": [failed] + actions[1:]}}
+    (gear / "state.json").write_text(json.dumps(journal))
+    args = _args(tmp_path, plan, after, [], lock_file=str(lock))
+    del args["actions"]
+    res = run_module("gear_record", args, check=True)
+    assert res["result"] == "failed" and res["reason"].startswith("%s: cannot suspend" % failed["host"]), res
+    # another shift's journal (this one holds the lock now) is not this shift's actions
+    lock.write_text(json.dumps({"pid": 4343, "start_time": 777, "since": "2026-11-27T11:00:00Z", "cmdline": ["x"]}))
+    res = run_module("gear_record", args, check=True)
+    assert res["result"] == "ok", res

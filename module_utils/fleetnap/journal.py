@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gear shift's journal: the controller's state file (``hosts.NAME.state``, the last shift's
+record) and, while a shift runs, its ``in_progress`` part: the shift's identity (the owner of the
+gear-shift lock), every action of its batches (the hosts' results, a failure winning per host and
+action) and its failures. Read, checked and updated here only: gear_state writes a batch into it,
+gear_state's ``query`` and gear_record read the running shift's actions back from it, so the
+actions travel between the shift's phases in this file, not in facts carried through hostvars.
+Standard library only."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+from ansible.module_utils.fleetnap import fileio, parse, shiftlock
+from ansible.module_utils.fleetnap.gearshift import failure_wins
+from ansible.module_utils.fleetnap.validate import ParamError
+
+MAX_ACTIONS = 100000
+
+
+def read(real):
+    """The state document, or a new one when the file does not exist. Read through the file layer
+    (a regular file in its own directory, no link out of it, at most fileio.RECORD bytes, UTF-8)
+    and parse.loads (bounded depth, no NaN, Infinity or 1e999, no lone surrogates). Raises
+    ParamError naming the file and what is wrong with it."""
+    directory = os.path.dirname(real) or "/"
+    try:
+        data = _read_whole(real, directory)
+    except fileio.UnsafeFileError as exc:
+        raise ParamError("%s: fix or remove it" % exc)
+    except OSError as exc:
+        if exc.errno == errno.EISDIR:
+            raise ParamError("state file %s is a directory: give the file's path" % real)
+        raise ParamError("cannot read the state file %s: %s" % (real, exc.strerror or exc))
+    if data is None:
+        return {"hosts": {}}
+    doc = None
+    if data.strip():
+        try:
+            doc = parse.loads(data, "state file %s" % real, fileio.RECORD)
+        except parse.ParseError as exc:
+            raise ParamError("%s: fix or remove it (nothing was written)" % exc)
+    if not isinstance(doc, dict) or not isinstance(doc.get("hosts"), dict):
+        raise ParamError("state file %s is not a JSON object with a 'hosts' object: fix or remove it" % real)
+    for h, entry in doc["hosts"].items():
+        if not isinstance(entry, dict):
+            raise ParamError("state file %s: hosts.%s is not an object (got %s): fix or remove the file"
+                             % (real, h, type(entry).__name__))
+    return doc
+
+
+def _read_whole(real, directory, attempts=5):
+    """The file's bytes; read again when the writer's rename landed between the file layer's check
+    and its open (each read is of one whole file: a write is a rename of a complete one)."""
+    for attempt in range(attempts):
+        try:
+            return fileio.read_optional(real, fileio.RECORD, root=directory, what="state file")
+        except fileio.ReplacedError:
+            if attempt == attempts - 1:
+                raise
+
+
+def shift_of(lock_file):
+    """The running shift's identity: its lock's owner (PID, start time, when it took the lock), or
+    None without a lock. ParamError naming the lock when it cannot be read."""
+    if not lock_file:
+        return None
+    try:
+        owner = shiftlock.read(lock_file)
+    except shiftlock.LockError as exc:
+        raise ParamError("option lock_file: %s" % exc)
+    if not owner or owner.get("pid") is None:
+        return None
+    return "%s/%s/%s" % (owner.get("pid"), owner.get("start_time"), owner.get("since"))
+
+
+def progress_of(doc, shift):
+    """This shift's ``in_progress`` part, {} when the file holds another shift's or none."""
+    progress = doc.get("in_progress")
+    if not shift or not isinstance(progress, dict) or progress.get("shift") != shift:
+        return {}
+    return progress
+
+
+def _dicts(value):
+    return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
+
+
+def stop_reason(doc, shift):
+    """Why this shift must not go lower ("" when nothing of this shift failed)."""
+    return "; ".join("%s: %s failed (%s)" % (f.get("host"), f.get("action"), f.get("msg"))
+                     for f in _dicts(progress_of(doc, shift).get("failed")))
+
+
+def actions(doc, shift):
+    """Every action this shift's batches wrote, a failure winning per host and action."""
+    return failure_wins(_dicts(progress_of(doc, shift).get("actions")))
+
+
+def failures(results):
+    """The failed outcomes of a batch (a failure wins per host and action): host, action, msg."""
+    return [{"host": r["host"], "action": str(r.get("action") or ""), "msg": str(r.get("msg") or "failed")[:500]}
+            for r in failure_wins(results) if r.get("ok") is not True]
+
+
+def note_batch(doc, shift, results, now):
+    """Write a batch's results into this shift's ``in_progress`` (started anew when the file holds
+    another shift's: one killed before its record): its actions, a failure winning, and its
+    failures. The document is changed in place; ParamError when the actions pass MAX_ACTIONS."""
+    progress = progress_of(doc, shift) or {"since": now, "shift": shift}
+    batch = failure_wins([r for r in results if isinstance(r, dict) and isinstance(r.get("host"), str)])
+    kept = _dicts(progress.get("actions"))
+    if len(kept) + len(batch) > MAX_ACTIONS:
+        raise ParamError("the shift's journal would hold more than %d actions: nothing was written" % MAX_ACTIONS)
+    progress["actions"] = kept + batch
+    failed = failures(batch)
+    if failed:
+        progress["failed"] = _dicts(progress.get("failed")) + failed
+    progress["updated"] = now
+    doc["in_progress"] = progress
+    return failed
+
+
+def write(real, doc, module):
+    """The document, atomically (temp file, fsync, rename, directory fsync), at most fileio.RECORD
+    bytes (what read takes back). ParamError / OSError as fileio raises them."""
+    text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    if len(text.encode("utf-8")) > fileio.RECORD:
+        raise ParamError("the state file %s would pass %d bytes, the most it is read back at: nothing was written"
+                         % (real, fileio.RECORD))
+    fileio.atomic_write(real, text, 0o644, os.path.dirname(real) or "/", module)

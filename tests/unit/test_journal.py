@@ -1,0 +1,96 @@
+"""The gear shift's journal (module_utils/fleetnap/journal.py): the state file carries a shift's
+actions between its phases. Readers never see half a write, a torn file is refused naming it, the
+file never grows past what it is read back at, and a killed shift's journal is not the next one's."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from ansible.module_utils.fleetnap import fileio, journal
+from ansible.module_utils.fleetnap.validate import ParamError
+
+A, B = "4242/777/2026-11-27T10:00:00Z", "4343/778/2026-11-27T11:00:00Z"
+
+
+def up(host, ok=True, **kw):
+    return dict({"host": host, "action": "up", "ok": ok, "state": "on" if ok else "off"}, **kw)
+
+
+def test_batches_add_up_a_failure_wins_and_another_shifts_journal_is_replaced():
+    doc = {"hosts": {}}
+    assert journal.note_batch(doc, A, [up("n1"), up("n2")], "t1") == []
+    failed = journal.note_batch(doc, A, [up("n3"), up("n3", ok=False, msg="health command failed")], "t2")
+    assert failed == [{"host": "n3", "action": "up", "msg": "health command failed"}]
+    assert [(a["host"], a["ok"]) for a in journal.actions(doc, A)] == [("n1", True), ("n2", True), ("n3", False)]
+    assert journal.stop_reason(doc, A) == "n3: up failed (health command failed)"
+    assert journal.actions(doc, B) == [] and journal.stop_reason(doc, B) == ""      # not B's
+    # B took the lock after A was killed: B's first batch starts a journal of its own
+    journal.note_batch(doc, B, [up("n1")], "t3")
+    assert doc["in_progress"]["shift"] == B and [a["host"] for a in journal.actions(doc, B)] == ["n1"]
+    assert journal.actions(doc, A) == [] and journal.stop_reason(doc, B) == ""
+    # a result without a host name is not an action
+    journal.note_batch(doc, B, [{"ok": True}, {"host": ["n9"], "ok": False}], "t4")
+    assert len(journal.actions(doc, B)) == 1
+
+
+def test_the_journal_is_bounded(monkeypatch):
+    monkeypatch.setattr(journal, "MAX_ACTIONS", 3)
+    doc = {"hosts": {}}
+    journal.note_batch(doc, A, [up("n1"), up("n2")], "t1")
+    before = json.dumps(doc)
+    with pytest.raises(ParamError, match="more than 3 actions: nothing was written"):
+        journal.note_batch(doc, A, [up("n3"), up("n4")], "t2")
+    assert json.dumps(doc) == before
+
+
+def test_a_file_too_large_to_read_back_is_never_written(tmp_path, monkeypatch):
+    path = tmp_path / "state.json"
+    journal.write(str(path), {"hosts": {}}, None)
+    monkeypatch.setattr(fileio, "RECORD", 200)
+    doc = {"hosts": {}, "in_progress": {"shift": A, "actions": [up("n%d" % i) for i in range(20)]}}
+    with pytest.raises(ParamError, match="would pass 200 bytes, the most it is read back at: nothing was written"):
+        journal.write(str(path), doc, None)
+    assert json.loads(path.read_text()) == {"hosts": {}}
+
+
+def test_a_torn_file_is_refused_naming_it(tmp_path):
+    path = tmp_path / "state.json"
+    text = json.dumps({"hosts": {"n1": {"state": "on"}}, "in_progress": {"shift": A, "actions": [up("n1")]}})
+    path.write_text(text[:len(text) // 2])          # what a writer killed mid-write without rename leaves
+    with pytest.raises(ParamError, match=r"state file %s.*fix or remove it" % path):
+        journal.read(str(path))
+
+
+def test_readers_never_see_half_a_write(tmp_path):
+    """One writer rewrites the journal (growing batches) while four readers read it: every read is
+    a whole document of one of the writes (the write is a rename of a complete temporary file)."""
+    path = tmp_path / "state.json"
+    journal.write(str(path), {"hosts": {}}, None)
+    seen, errors, done = [], [], threading.Event()
+
+    def reader():
+        while not done.is_set():
+            try:
+                doc = journal.read(str(path))
+                seen.append(len(journal.actions(doc, A)))
+            except Exception as exc:            # any failure to read is the test's failure
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    doc = {"hosts": {}}
+    try:
+        for i in range(120):
+            journal.note_batch(doc, A, [up("n%d-%d" % (i, j), blob="x" * 100) for j in range(5)], "t%d" % i)
+            journal.write(str(path), doc, None)
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert len(seen) >= 10 and all(n % 5 == 0 for n in seen) and max(seen) <= 600
+    assert len(journal.actions(journal.read(str(path)), A)) == 600
