@@ -89,7 +89,7 @@ options:
           - Its BMC fields are the entry's BMC options (given one by one beside a record, refused); the others join the
             entry's O(hosts[].inventory) facts, under the keys the caller gives there.
           - M(gear_wave) also takes a host's wake fields (methods, MACs, WoL address and port, boot_once, event_log)
-            from it where the entry leaves its own at their defaults; an O(observed) host's are the observation's.
+            from it where the entry leaves its own at their defaults; with its C(observed), a host's are the observation's.
         type: dict
         suboptions:
           fleetnap_bmc_address:

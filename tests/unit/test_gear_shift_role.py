@@ -164,3 +164,19 @@ def test_the_thin_playbook_is_plays_calling_the_phases_in_order():
     assert phases == PHASES
     serial = {p["tasks"][0]["ansible.builtin.import_role"]["tasks_from"]: p.get("serial") for p in plays}
     assert serial["wake"] == "{{ gear_shift_wake_batch_size }}" and serial["down"] == "{{ gear_shift_batch_size }}"
+
+
+def test_a_misspelt_power_record_variable_stops_the_shift_naming_it(tmp_path, silent_fleet):
+    """The power record is read once, by gear_observe: a fleetnap_bmc_* name it does not know stops
+    the shift at the observation, naming the variable, before any plan or wave."""
+    inv = json.loads(silent_fleet.read_text())
+    inv["all"]["hosts"]["h2"]["fleetnap_bmc_pasword"] = "Fn7-typo-pw"
+    silent_fleet.write_text(json.dumps(inv))
+    sd = tmp_path / "gear"
+    proc = run(["-i", silent_fleet, REPO / "playbooks/gear_shift.yml", "-e", "gear_shift_gear=2",
+                "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_probe_timeout_s=1"], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "hosts.record.fleetnap_bmc_pasword" in out and "Fn7-typo-pw" not in out, out[-3000:]
+    assert "Gear shift plan" not in out and "Wake the batch at once" not in out
+    assert not (sd / "state.json").exists()
