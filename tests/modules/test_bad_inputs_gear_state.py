@@ -51,6 +51,11 @@ def _table(base):
          "option hosts: at most 100000 hosts"),
         ("directory missing", dict(OK_DOWN, path="{tmp}/no/such/dir/state.json"), "directory"),
         ("state file is a directory", dict(OK_DOWN, path="{tmp}"), "state file"),
+        # the journal's reader: query reads the state file as the other events do
+        ("query a torn state file", {"path": sf("state file not JSON"), "event": "query", "hosts": []},
+         "is not valid JSON"),
+        ("query lock_file relative", {"path": "{tmp}/state.json", "event": "query", "hosts": [],
+                                      "lock_file": "gear/shift.lock"}, "option lock_file: must be an absolute path"),
     ] + [(case, dict(OK_DOWN, path=sf(case)), words) for case, words in [
         ("state file not UTF-8", "is not UTF-8 text"),
         ("state file not JSON", "is not valid JSON"),
