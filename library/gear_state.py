@@ -231,11 +231,7 @@ def main():
         if journaled:
             journal.note_batch(doc, shift, p["results"], now)
         else:
-            progress = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {"since": now}
-            if shift and progress.get("shift") != shift:
-                progress = {"since": now, "shift": shift}      # another shift's progress (killed before its record)
-            progress["updated"] = now
-            doc["in_progress"] = progress
+            journal.touch(doc, shift, now)
         journal.write(real, doc, module)
     except ParamError as exc:
         module.fail_json(msg=str(exc))

@@ -107,21 +107,31 @@ def failures(results):
             for r in failure_wins(results) if r.get("ok") is not True]
 
 
+def touch(doc, shift, now):
+    """The document's ``in_progress`` for this call, marked updated ``now``: this shift's (started
+    anew when the file holds another shift's: one killed before its record), or, without a shift,
+    whatever is there. Returned; the document is changed in place."""
+    progress = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {"since": now}
+    if shift and progress.get("shift") != shift:
+        progress = {"since": now, "shift": shift}
+    progress["updated"] = now
+    doc["in_progress"] = progress
+    return progress
+
+
 def note_batch(doc, shift, results, now):
-    """Write a batch's results into this shift's ``in_progress`` (started anew when the file holds
-    another shift's: one killed before its record): its actions, a failure winning, and its
-    failures. The document is changed in place; ParamError when the actions pass MAX_ACTIONS."""
-    progress = progress_of(doc, shift) or {"since": now, "shift": shift}
+    """Write a batch's results into this shift's ``in_progress`` (touch): its actions, a failure
+    winning, and its failures. The document is changed in place, and not at all when the actions
+    would pass MAX_ACTIONS (ParamError)."""
     batch = failure_wins([r for r in results if isinstance(r, dict) and isinstance(r.get("host"), str)])
-    kept = _dicts(progress.get("actions"))
+    kept = _dicts(progress_of(doc, shift).get("actions"))
     if len(kept) + len(batch) > MAX_ACTIONS:
         raise ParamError("the shift's journal would hold more than %d actions: nothing was written" % MAX_ACTIONS)
+    progress = touch(doc, shift, now)
     progress["actions"] = kept + batch
     failed = failures(batch)
     if failed:
         progress["failed"] = _dicts(progress.get("failed")) + failed
-    progress["updated"] = now
-    doc["in_progress"] = progress
     return failed
 
 
