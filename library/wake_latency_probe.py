@@ -441,16 +441,7 @@ def main():
         wanted.insert(0, POLL)
 
     governor_before = model["governor"]
-    if p["governor"] == "auto":
-        governor_during = "menu" if governor_before == "haltpoll" and "menu" in model["available_governors"] \
-            else governor_before
-    elif p["governor"] == "keep":
-        governor_during = governor_before
-    elif p["governor"] in model["available_governors"]:
-        governor_during = p["governor"]
-    else:
-        module.fail_json(msg="governor: %r is not available on this host; use auto, keep or one of: %s"
-                         % (p["governor"], ", ".join(model["available_governors"]) or "none"))
+    governor_during = governor_for(module, model)
     if governor_during == "haltpoll" and len(wanted) > 1:
         module.warn("the haltpoll governor ignores per-state disables: every run measures whatever haltpoll "
                     "chooses, not the state named (use governor: auto or menu)")
@@ -586,9 +577,25 @@ def main():
     module.exit_json(**result)
 
 
-def idle_loop(module, fs, model):
-    """No cpuidle driver: measure the idle-loop baseline only (no sysfs write), clearly labelled."""
+def governor_for(module, model):
+    """The governor during the measurement (O(governor) against the host's available ones)."""
     p = module.params
+    before = model["governor"]
+    if p["governor"] == "auto":
+        return "menu" if before == "haltpoll" and "menu" in model["available_governors"] else before
+    if p["governor"] == "keep":
+        return before
+    if p["governor"] in model["available_governors"]:
+        return p["governor"]
+    module.fail_json(msg="governor: %r is not available on this host; use auto, keep or one of: %s"
+                     % (p["governor"], ", ".join(model["available_governors"]) or "none"))
+
+
+def idle_loop(module, fs, model):
+    """No cpuidle driver: measure the idle-loop baseline only (no sysfs write), clearly labelled.
+    The governor is never changed (no state to keep it out of), but one that is named must exist."""
+    p = module.params
+    governor_for(module, model)
     online = [c["cpu"] for c in model["cpus"] if c["online"]]
     cpu = p["cpu"] if p["cpu"] is not None else (online[-1] if online else None)
     if cpu not in online:
