@@ -162,6 +162,12 @@ def test_the_thin_playbook_is_plays_calling_the_phases_in_order():
         on_targets = play["hosts"] != "localhost"
         assert on_targets == (call["tasks_from"] in ("observe", "wake", "down", "observe_again"))
     assert phases == PHASES
+    # The plays that act run over the hosts the plan acts on (the groups its phase adds), the
+    # observations over every target.
+    hosts = {p["tasks"][0]["ansible.builtin.import_role"]["tasks_from"]: p["hosts"] for p in plays}
+    assert hosts["wake"] == "{{ groups['fleetnap_gear_shift_wake'] | default([]) }}"
+    assert hosts["down"] == "{{ groups['fleetnap_gear_shift_down'] | default([]) }}"
+    assert hosts["observe"] == hosts["observe_again"] == "{{ gear_shift_targets | default('all') }}"
     serial = {p["tasks"][0]["ansible.builtin.import_role"]["tasks_from"]: p.get("serial") for p in plays}
     assert serial["wake"] == "{{ gear_shift_wake_batch_size }}" and serial["down"] == "{{ gear_shift_batch_size }}"
 
