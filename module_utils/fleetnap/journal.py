@@ -124,7 +124,9 @@ def note_batch(doc, shift, results, now):
     winning, and its failures. The document is changed in place, and not at all when the actions
     would pass MAX_ACTIONS (ParamError)."""
     batch = failure_wins([r for r in results if isinstance(r, dict) and isinstance(r.get("host"), str)])
-    kept = _dicts(progress_of(doc, shift).get("actions"))
+    # what touch will keep: this shift's in_progress, or without a shift whatever is there
+    current = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else {}
+    kept = _dicts((current if not shift or current.get("shift") == shift else {}).get("actions"))
     if len(kept) + len(batch) > MAX_ACTIONS:
         raise ParamError("the shift's journal would hold more than %d actions: nothing was written" % MAX_ACTIONS)
     progress = touch(doc, shift, now)

@@ -94,3 +94,14 @@ def test_readers_never_see_half_a_write(tmp_path):
     assert errors == []
     assert len(seen) >= 10 and all(n % 5 == 0 for n in seen) and max(seen) <= 600
     assert len(journal.actions(journal.read(str(path)), A)) == 600
+
+
+def test_without_a_shift_batches_keep_adding_to_the_same_in_progress():
+    """No lock (no shift): the in_progress that touch keeps is the one the batch's actions join,
+    so its actions and its failures stay together."""
+    doc = {"hosts": {}}
+    journal.note_batch(doc, None, [up("n1", ok=False, msg="no answer")], "t1")
+    journal.note_batch(doc, None, [up("n2")], "t2")
+    progress = doc["in_progress"]
+    assert [a["host"] for a in progress["actions"]] == ["n1", "n2"]
+    assert [f["host"] for f in progress["failed"]] == ["n1"] and progress["updated"] == "t2"
