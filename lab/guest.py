@@ -33,7 +33,7 @@ def qemu_argv(host: dict, image: Path, cfg: dict) -> list[str]:
     """The one QEMU command line of a guest (ipmi_sim's startcmd runs exactly this)."""
     d = Path(host["dir"])
     append = ("root=/dev/vda rw console=ttyS0,115200 systemd.hostname=%s "
-              "systemd.show_status=false" % host["name"])
+              "systemd.show_status=false mitigations=off" % host["name"])
     return [
         shutil.which("qemu-system-x86_64") or "qemu-system-x86_64",
         "-name", "%s,process=fleetnap-%s" % (host["name"], host["name"]),

@@ -56,9 +56,19 @@ DROP_PATHS = ["usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/loc
               "var/cache/apt/archives", "var/lib/apt/lists"]
 # ifupdown-pre waits for 'udevadm settle' (6 s under TCG) only to hold sshd back: the NICs are
 # allow-hotplug, so udev brings them up when they appear and sshd starts without waiting.
+# The rest is boot work no lab test uses: under TCG each unit costs a guest 1-3 s of its one
+# vCPU, and six guests boot on two cores (systemd-analyze blame on a guest before they went:
+# debug/tracing/hugepages/mqueue/config/fuse/binfmt mounts and modprobe@ units about 2.5 s each).
+# Timers are masked too: a timer firing mid-test is a CPU burst beside the measured work.
 MASK_UNITS = ["ifupdown-pre.service", "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_all.timer",
-              "e2scrub_reap.service", "fstrim.timer", "getty@tty1.service",
-              "systemd-journal-flush.service"]
+              "e2scrub_reap.service", "fstrim.timer", "getty@tty1.service", "serial-getty@ttyS0.service",
+              "systemd-journal-flush.service", "dpkg-db-backup.timer", "systemd-tmpfiles-clean.timer",
+              "dev-hugepages.mount", "dev-mqueue.mount", "sys-kernel-debug.mount", "sys-kernel-tracing.mount",
+              "sys-kernel-config.mount", "sys-fs-fuse-connections.mount", "proc-sys-fs-binfmt_misc.automount",
+              "systemd-binfmt.service", "modprobe@drm.service", "modprobe@fuse.service",
+              "modprobe@efi_pstore.service", "modprobe@dm_mod.service", "modprobe@loop.service",
+              "modprobe@configfs.service", "kmod-static-nodes.service", "systemd-sysusers.service",
+              "systemd-update-utmp.service", "systemd-update-utmp-runlevel.service", "systemd-pstore.service"]
 
 GUEST_FILES = {
     "etc/hostname": "lab\n",
@@ -72,7 +82,9 @@ GUEST_FILES = {
     "etc/network/interfaces":
         "auto lo\niface lo inet loopback\n\n"
         "# management: QEMU user networking (restrict=on), SSH forwarded to 127.0.0.1\n"
-        "allow-hotplug mgmt0\niface mgmt0 inet dhcp\n\n"
+        # slirp's fixed plan (guest 10.0.2.15, gateway 10.0.2.2): a static address, no DHCP
+        # client started on every boot (dhclient held sshd back about 20 s per boot under TCG)
+        "allow-hotplug mgmt0\niface mgmt0 inet static\n    address 10.0.2.15/24\n    gateway 10.0.2.2\n\n"
         "# the e1000e with a PHC (/dev/ptp0): PTP, ETF, and the MAC the WoL relay wakes\n"
         "allow-hotplug lan0\niface lan0 inet manual\n    up ip link set dev $IFACE up\n",
     "etc/ssh/sshd_config.d/fleetnap.conf":
@@ -80,6 +92,12 @@ GUEST_FILES = {
         "KbdInteractiveAuthentication no\nUseDNS no\n"
         # the lab's own host key only (lab_host_key): known to Ansible through lab/state/known_hosts
         "HostKey /etc/ssh/ssh_host_ed25519_key\n",
+    # Drivers udev would load for what a TCG 'pc' machine presents and no lab test uses (KVM
+    # inside TCG, the AMD crypto coprocessor, the IDE controller with no disk, floppy, PS/2
+    # mouse, PC speaker, SMBus, IPMI over SMBus): each a signed module loaded under TCG.
+    "etc/modprobe.d/fleetnap-lab.conf": "".join(
+        "blacklist %s\n" % m for m in ("kvm_amd", "kvm_intel", "kvm", "ccp", "ata_piix", "ata_generic",
+                                       "floppy", "psmouse", "pcspkr", "serio_raw", "i2c_piix4", "ipmi_ssif")),
     # The ACPI power button (IPMI 'chassis power soft') reaches logind through 'button'.
     "etc/modules-load.d/fleetnap.conf": "button\n",
     "etc/systemd/logind.conf.d/fleetnap.conf":
@@ -87,6 +105,13 @@ GUEST_FILES = {
     "etc/systemd/journald.conf.d/fleetnap.conf": "[Journal]\nStorage=volatile\n",
     "etc/initramfs-tools/modules": "".join(m + "\n" for m in INITRAMFS_MODULES),
     "etc/initramfs-tools/conf.d/fleetnap.conf": "MODULES=list\nCOMPRESS=gzip\n",
+    # No udev in the initramfs: MODULES=list loads the three modules, devtmpfs has /dev/vda, and
+    # initramfs-tools skips 'udevadm settle' when udevadm is absent; systemd mounts /dev itself.
+    # Starting udevd and settling it in the initramfs took about 6 s of every TCG boot.
+    "etc/initramfs-tools/hooks/zz-fleetnap-no-udev":
+        "#!/bin/sh\nset -e\n[ \"$1\" = prereqs ] && { echo; exit 0; }\n"
+        "rm -f \"$DESTDIR/usr/bin/udevadm\" \"$DESTDIR/bin/udevadm\" \"$DESTDIR/usr/lib/systemd/systemd-udevd\" "
+        "\"$DESTDIR/lib/systemd/systemd-udevd\" \"$DESTDIR/scripts/init-top/udev\" \"$DESTDIR/scripts/init-bottom/udev\"\n",
     "etc/dhcp/dhclient-enter-hooks.d/fleetnap-no-resolv": "",
     "etc/machine-id": "",
     # Compiled module_utils kept between module runs (lab/guest/fleetnap_lab_pyc.py says why).
@@ -94,7 +119,7 @@ GUEST_FILES = {
         (Path(__file__).resolve().parent / "guest" / "fleetnap_lab_pyc.py").read_text(),
     "usr/lib/python3/dist-packages/fleetnap-lab-pyc.pth": "import fleetnap_lab_pyc\n",
 }
-RECIPE_VERSION = 5
+RECIPE_VERSION = 6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,6 +249,7 @@ def build_image(force: bool = False) -> dict:
             path = rootfs / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
+        (rootfs / "etc/initramfs-tools/hooks/zz-fleetnap-no-udev").chmod(0o755)
         (rootfs / "etc/dhcp/dhclient-enter-hooks.d/fleetnap-no-resolv").write_text(
             "# the lab has no name service: keep resolv.conf as it is\nmake_resolv_conf() { :; }\n")
         # The host key: the lab's own, not the ones openssh-server's postinst generated.

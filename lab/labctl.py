@@ -31,7 +31,8 @@ Environment: ``LAB_HOSTS`` (6), ``LAB_MEM_MB`` (1024), ``LAB_PORT_BASE`` (22200:
 labN is base+N), ``LAB_BMC_PORT_BASE`` (9620: BMC of labN is base+N, its QEMU link
 base+100+N), ``LAB_WOL_PORTS`` (9,7), ``LAB_BOOT_TIMEOUT`` (420 s), ``FLEETNAP_CACHE``
 (/var/cache/fleetnap), ``LAB_STATE`` (lab/state), ``LAB_INVENTORY`` (inventories/lab),
-``LAB_MIRROR`` (http://deb.debian.org/debian).
+``LAB_MIRROR`` (http://deb.debian.org/debian), ``LAB_BOOT_PARALLEL`` (the host's CPU count:
+guests booting at once; the rest are powered on as those reach SSH).
 """
 
 # The lab's parts. Imports go one way, down this list: a part imports only parts below it
@@ -321,23 +322,27 @@ def up() -> dict:
         if not relay_alive():
             start_relay()
             actions.append("WoL relay started (UDP %s)" % ",".join(map(str, cfg["wol_ports"])))
-        to_boot = []
-        for h in hosts:
-            if not qemu_alive(h):
-                ipmi(h, "chassis", "power", "on")
-                to_boot.append(h)
-                actions.append("%s: powered on through its BMC" % h["name"])
-            elif qmp_status(h) == "suspended":
-                pass    # a suspended guest is a state the tests and playbooks may want: keep it
+        # a suspended guest is a state the tests and playbooks may want: kept as it is
+        to_boot = [h for h in hosts if not qemu_alive(h)]
+        booting = [h for h in hosts if h not in to_boot and qmp_status(h) == "running"]
         write_private(KNOWN_HOSTS, known_hosts_lines(hosts, info["recipe"]["hostkey"]))
         write_inventory(table)
         boot_t0 = time.monotonic()
         errors = []
         waits = {}
+
+        def power_on_and_wait(h):
+            # Powered on when a boot slot is free (cfg["boot_parallel"] at once), SSH waited for
+            # in that slot; the seconds are from the guest's own power-on.
+            ipmi(h, "chassis", "power", "on")
+            return wait_ssh(h, cfg["boot_timeout"])
+
         import concurrent.futures as cf
-        with cf.ThreadPoolExecutor(max_workers=len(hosts)) as ex:
-            futs = {ex.submit(wait_ssh, h, cfg["boot_timeout"]): h for h in hosts
-                    if h in to_boot or qmp_status(h) == "running"}
+        with cf.ThreadPoolExecutor(max_workers=cfg["boot_parallel"]) as boots, \
+                cf.ThreadPoolExecutor(max_workers=max(1, len(booting))) as ex:
+            futs = {boots.submit(power_on_and_wait, h): h for h in to_boot}
+            futs.update({ex.submit(wait_ssh, h, cfg["boot_timeout"]): h for h in booting})
+            actions.extend("%s: powered on through its BMC" % h["name"] for h in to_boot)
             for fut in cf.as_completed(futs):
                 try:
                     waits[futs[fut]["name"]] = round(fut.result(), 1)

@@ -134,6 +134,10 @@ def wait_for(ready: Callable[[], bool], timeout: float, child: subprocess.Popen 
 def port_free(port: int, kind: int, addr: str = "127.0.0.1") -> bool:
     """True if nothing holds addr:port (kind: socket.SOCK_STREAM for TCP, SOCK_DGRAM for UDP)."""
     with socket.socket(socket.AF_INET, kind) as s:
+        if kind == socket.SOCK_STREAM:
+            # as QEMU's hostfwd and sshd bind: connections of a guest just stopped, left in
+            # TIME-WAIT, do not hold the port (a listener still does)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((addr, port))
         except OSError:

@@ -102,6 +102,25 @@ def test_port_free_and_wait_port(kind, bind_addr):
     assert not wait_port(port, kind, 0.2)
 
 
+def test_a_port_left_in_time_wait_by_a_stopped_server_is_free():
+    """A guest just stopped (labctl down, then up): its forwarded port's connections, closed by
+    the server side, sit in TIME-WAIT; QEMU's hostfwd listens with SO_REUSEADDR (so do sshd and
+    the BMCs), binds the port again over them, and so the port is free."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port), timeout=5)
+        conn, _ = listener.accept()
+        conn.close()                       # the server closes first: its end goes to TIME-WAIT
+        assert client.recv(1) == b""
+        client.close()
+    assert "%04X" % port in open("/proc/net/tcp").read().upper()    # still in the table
+    assert port_free(port, socket.SOCK_STREAM)
+    assert not port_held(port, socket.SOCK_STREAM)
+
+
 def test_wait_port_never_binds_the_port_it_waits_for(monkeypatch):
     """The CI failure of 2026-11-27: wait_port probed by binding the port, and ipmi_sim, binding it
     in the same moment, exited 'Unable to bind to LAN port: Address already in use'."""
