@@ -1,0 +1,201 @@
+"""Slurm's power-saving programs (issue 37): module_utils/fleetnap/slurmpower.py. What a call asks
+(the hostlist argument, the nodes fleetnap knows, slurmctld's resume file: a table of bad inputs,
+each acting on no node it was not asked for), and the runner handed off so that the program
+returns at once: a session of its own, standard streams on /dev/null, slurmctld's read of the
+program's output ending with the program (on real processes of this machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible.module_utils.fleetnap import slurmpower
+from ansible.module_utils.fleetnap.slurmpower import RequestError, detach, line, request, resume_jobs
+
+REPO = Path(__file__).resolve().parents[2]
+KNOWN = ["lab1", "lab2", "lab3", "lab4", "lab5", "lab6"]
+
+
+def test_nodes_in_the_arguments_order_once_and_unknown_names_left_alone():
+    req = request("suspend", ["lab[3,1],lab3,other[1-2],lab2"], {}, KNOWN)
+    assert req.nodes == ["lab3", "lab1", "lab2"]
+    assert req.skipped == [("other1", "not a node fleetnap knows: left alone"),
+                           ("other2", "not a node fleetnap knows: left alone")]
+    assert req.notes == [] and req.jobs == {}
+
+
+def test_resume_reads_the_jobs_from_slurmctlds_resume_file(tmp_path):
+    f = tmp_path / "resume.json"
+    f.write_text(json.dumps({"all_nodes_resume": "lab[1-2]", "jobs": [
+        {"job_id": 41, "nodes_alloc": "lab[1-2]", "nodes_resume": "lab[1-2]", "partition": "debug"},
+        {"job_id": 42, "nodes_alloc": "lab2", "nodes_resume": "", "partition": "debug"}]}))
+    req = request("resume", ["lab[1-2]"], {"SLURM_RESUME_FILE": str(f)}, KNOWN)
+    assert req.nodes == ["lab1", "lab2"] and req.notes == []
+    assert req.jobs == {"41": ["lab1", "lab2"], "42": []}
+    assert json.loads(json.dumps(req.as_dict()))["jobs"] == req.jobs
+
+
+# The call itself is wrong: no node is acted on, and the reason says what is wrong.
+BAD_CALLS = [
+    ("no argument", "suspend", [], KNOWN, "expected one argument"),
+    ("two arguments", "suspend", ["lab1", "lab2"], KNOWN, "got 2"),
+    ("malformed hostlist", "suspend", ["lab[1-"], KNOWN, "lab[1-"),
+    ("reversed range", "resume", ["lab[3-1]"], KNOWN, "lab[3-1]"),
+    ("text after a bracket", "suspend", ["lab[1-2]x"], KNOWN, "lab[1-2]x"),
+    ("a newline in the expression", "suspend", ["lab1\nlab2"], KNOWN, ""),
+    ("an empty expression", "suspend", [""], KNOWN, "names no node"),
+    ("commas only", "resume_fail", [",,"], KNOWN, "names no node"),
+    ("unknown action", "hibernate", ["lab1"], KNOWN, "unknown action"),
+    ("settings name no node list", "suspend", ["lab1"], "lab1", "no list of nodes"),
+    ("a known name that is no name", "suspend", ["lab1"], ["lab1", "../x"], "not one"),
+    ("a known name that is no text", "suspend", ["lab1"], ["lab1", 7], "not one"),
+]
+
+
+@pytest.mark.parametrize("case,action,argv,known,words", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_a_bad_call_acts_on_no_node_and_says_why(case, action, argv, known, words):
+    with pytest.raises(RequestError) as err:
+        request(action, argv, {}, known)
+    assert words in str(err.value)
+
+
+def _fifo(tmp_path):
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    return str(path)
+
+
+# The resume file cannot be used: logged once, the argument's nodes are still woken.
+BAD_RESUME_FILES = [
+    ("not set", lambda p: None, "is not set"),
+    ("relative path", lambda p: "resume.json", "not an absolute path"),
+    ("missing", lambda p: str(p / "gone.json"), "could not be read"),
+    ("a FIFO (never opened, never waited on)", _fifo, "not a regular file"),
+    ("a directory", lambda p: str(p), "not a regular file"),
+    ("empty", lambda p: _write(p, b""), "is empty"),
+    ("white space only", lambda p: _write(p, b" \n"), "is empty"),
+    ("not JSON", lambda p: _write(p, b"{jobs: ["), "not valid JSON"),
+    ("not UTF-8", lambda p: _write(p, b'{"jobs": ["\xff"]}'), "not UTF-8"),
+    ("a JSON list", lambda p: _write(p, b"[]"), "not a JSON object"),
+    ("jobs not a list", lambda p: _write(p, b'{"jobs": {}}'), "'jobs' is not a list"),
+    ("a job not an object", lambda p: _write(p, b'{"jobs": [7]}'), "jobs[0] is not an object"),
+    ("job_id missing", lambda p: _write(p, b'{"jobs": [{"nodes_resume": "lab1"}]}'), "job_id is not a job id"),
+    ("job_id a boolean", lambda p: _write(p, b'{"jobs": [{"job_id": true}]}'), "job_id is not a job id"),
+    ("job_id negative", lambda p: _write(p, b'{"jobs": [{"job_id": -1}]}'), "job_id is not a job id"),
+    ("job_id a float", lambda p: _write(p, b'{"jobs": [{"job_id": 1.5}]}'), "job_id is not a job id"),
+    ("NaN", lambda p: _write(p, b'{"jobs": [{"job_id": NaN}]}'), "not a JSON number"),
+    ("nodes_resume not text", lambda p: _write(p, b'{"jobs": [{"job_id": 1, "nodes_resume": 3}]}'), "not a hostlist"),
+    ("nodes_resume malformed", lambda p: _write(p, b'{"jobs": [{"job_id": 1, "nodes_resume": "n[1-"}]}'), "nodes_resume"),
+    ("too large", lambda p: _write(p, b" " * (slurmpower.RESUME_FILE_LIMIT + 1)), "larger than"),
+    ("nested too deep", lambda p: _write(p, b'{"jobs": ' + b"[" * 200 + b"]" * 200 + b"}"), "levels deep"),
+]
+
+
+def _write(tmp_path, data):
+    path = tmp_path / "resume.json"
+    path.write_bytes(data)
+    return str(path)
+
+
+@pytest.mark.parametrize("case,make,words", BAD_RESUME_FILES, ids=[c[0] for c in BAD_RESUME_FILES])
+def test_a_resume_file_that_cannot_be_used_is_logged_and_the_nodes_are_still_woken(tmp_path, case, make, words):
+    path = make(tmp_path)
+    env = {} if path is None else {"SLURM_RESUME_FILE": path}
+    t0 = time.monotonic()
+    req = request("resume", ["lab[1-2],other"], env, KNOWN)
+    assert time.monotonic() - t0 < 5          # a FIFO is not waited on
+    assert req.nodes == ["lab1", "lab2"] and req.jobs == {}
+    assert len(req.notes) == 1 and words in req.notes[0] and "waking the nodes of the argument" in req.notes[0]
+    with pytest.raises(RequestError):
+        resume_jobs(env.get("SLURM_RESUME_FILE", ""))
+
+
+def test_suspend_and_resume_fail_do_not_read_a_resume_file(tmp_path):
+    for action in ("suspend", "resume_fail"):
+        req = request(action, ["lab1"], {"SLURM_RESUME_FILE": _fifo(tmp_path) if action == "suspend" else "x"}, KNOWN)
+        assert req.nodes == ["lab1"] and req.notes == []
+
+
+def test_a_log_line_stays_one_line_and_names_action_node_and_outcome():
+    text = line("resume", "lab2", "not woken", "wol: no answer\nfleetnap-slurm resume lab3: woken")
+    assert "\n" not in text
+    assert text.split(" ", 1)[1] == ("fleetnap-slurm resume lab2: not woken: wol: no answer "
+                                     "fleetnap-slurm resume lab3: woken")
+    assert time.strptime(text.split(" ", 1)[0], "%Y-%m-%dT%H:%M:%SZ")
+
+
+# A program as slurmctld runs it: it detaches a runner that sleeps, and returns.
+PROGRAM = r"""
+import sys
+sys.path[:0] = %(path)r
+import ansible.module_utils
+ansible.module_utils.__path__.append(%(module_utils)r)
+from ansible.module_utils.fleetnap.slurmpower import detach
+pid = detach([sys.executable, "-c", %(runner)r, %(out)r], environ={"X": "1"})
+print("runner", pid, flush=True)
+"""
+RUNNER = r"""
+import json, os, sys, time
+fds = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+links = {fd: os.readlink("/proc/self/fd/%d" % fd) for fd in (0, 1, 2)}
+state = {"sid": os.getsid(0), "pgid": os.getpgid(0), "pid": os.getpid(), "fds": fds, "links": links,
+         "cwd": os.getcwd(), "env": dict(os.environ)}
+with open(sys.argv[1] + ".tmp", "w") as f:
+    json.dump(state, f)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(30)
+"""
+
+
+def _ansible_paths():
+    import ansible
+    return [str(Path(ansible.__file__).resolve().parents[1])]
+
+
+def test_the_program_returns_at_once_and_its_runner_lives_on_apart(tmp_path):
+    out = tmp_path / "runner.json"
+    code = PROGRAM % {"path": _ansible_paths(), "runner": RUNNER, "out": str(out),
+                      "module_utils": str(REPO / "module_utils")}
+    t0 = time.monotonic()
+    # slurmctld reads the program's output to EOF: the runner must not hold it open
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, env={"PYTHONPATH": ""})
+    stdout, stderr = proc.communicate(timeout=20)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, stderr
+    runner_pid = int(stdout.split()[1])
+    try:
+        assert took < 10, took
+        deadline = time.monotonic() + 20
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        state = json.loads(out.read_text())
+        assert state["pid"] == runner_pid
+        os.kill(runner_pid, 0)                               # alive after the program returned
+        # a session and a process group of its own: neither the program's nor this test's
+        assert state["pgid"] == state["sid"] and state["sid"] not in (proc.pid, os.getsid(0))
+        assert all(v == "/dev/null" for v in state["links"].values()), state["links"]
+        assert state["fds"][:3] == [0, 1, 2] and len(state["fds"]) <= 4, state["fds"]   # + the listdir's own
+        assert state["cwd"] == "/"
+        assert state["env"].get("X") == "1" and set(state["env"]) <= {"X", "LC_CTYPE"}, state["env"]
+        # slurmctld kills the program's process group: the runner is not in it
+        with pytest.raises(ProcessLookupError):
+            os.killpg(proc.pid, 15)
+        os.kill(runner_pid, 0)
+    finally:
+        try:
+            os.kill(runner_pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_runner_that_cannot_be_started_is_an_error_of_the_program(tmp_path):
+    with pytest.raises(OSError) as err:
+        detach([str(tmp_path / "no-such-runner")])
+    assert "could not be started" in str(err.value) and "No such file" in str(err.value)
