@@ -46,7 +46,7 @@ test-lab-self: setup
 # artifacts/molecule-NAME.log). MOLECULE_LANES can run scenarios on different guests side by
 # side (--lane ptp_clock,resume_measure --lane default,...): measured, it gains nothing on 2
 # cores (535 s against 543 s: the TCG guests' work is CPU-bound), so it is empty.
-MOLECULE_SCENARIOS := default node_exporter ptp_clock resume_measure wake_latency_measure gear_member gear_member_refused gear_shift gear_schedule
+MOLECULE_SCENARIOS := default node_exporter ptp_clock resume_measure wake_latency_measure gear_member gear_member_refused gear_shift gear_schedule slurm_power
 MOLECULE_LANES :=
 test-molecule: setup
 	FLEETNAP_LAB_KEEP=1 $(BIN)/python tests/run_molecule.py $(MOLECULE_LANES) --molecule $(CURDIR)/$(BIN)/molecule --log-dir $(ARTIFACTS) $(MOLECULE_SCENARIOS)

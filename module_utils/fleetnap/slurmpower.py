@@ -27,6 +27,7 @@ slurm_power role; also imported by modules and by plain pytest).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import time
@@ -194,3 +195,181 @@ def detach(argv, environ=None, cwd="/"):
         errno_ = int(out[1][5:])
         raise OSError(errno_, "the runner %s could not be started: %s" % (argv[0], os.strerror(errno_)))
     return int(out[0])
+
+
+# --- the programs' settings -------------------------------------------------------------------
+
+SETTINGS_LIMIT = 4 * 1024 * 1024
+MAX_NODES = 100000
+MAX_TIMEOUT_S = 86400
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+
+
+def _abs_argv(value, where):
+    if not isinstance(value, list) or not value or len(value) > 256:
+        raise RequestError("%s is not a command (a list of 1 to 256 arguments)" % where)
+    for arg in value:
+        if not isinstance(arg, str) or "\0" in arg or "\n" in arg or len(arg) > 4096:
+            raise RequestError("%s holds an argument that is not one line of text" % where)
+    if not value[0].startswith("/"):
+        raise RequestError("%s does not start with an absolute path (slurmctld gives the programs no PATH)" % where)
+    return list(value)
+
+
+def _abs_path(value, where):
+    if not isinstance(value, str) or not value.startswith("/") or "\0" in value or "\n" in value or len(value) > 4096:
+        raise RequestError("%s is not an absolute path" % where)
+    return value
+
+
+def settings(path):
+    """The programs' settings (written by the slurm_power role), checked whole before anything is
+    done: ``nodes`` (names fleetnap may act on), ``log``, ``lock_dir``, ``runner`` (the command that
+    runs a job: this program's ``run``), ``commands`` (``suspend`` and ``resume``: the command that
+    parks or wakes the nodes given after it, ``-l NODES`` appended), ``timeout_s`` (per action),
+    ``lock_wait_s``, ``scontrol`` and ``env`` (the environment the runner and the commands get)."""
+    try:
+        data = fileio.read_bytes(path, limit=SETTINGS_LIMIT, what="settings")
+        doc = parse.loads(data, "settings %s" % path, limit=SETTINGS_LIMIT)
+    except (OSError, ValueError) as exc:
+        raise RequestError("settings %s could not be read: %s" % (path, exc))
+    if not isinstance(doc, dict):
+        raise RequestError("settings %s is not a JSON object" % path)
+    where = "settings %s" % path
+    missing = [k for k in ("nodes", "log", "lock_dir", "runner", "commands", "timeout_s", "scontrol") if k not in doc]
+    if missing:
+        raise RequestError("%s lacks %s" % (where, ", ".join(missing)))
+    nodes = doc["nodes"]
+    if not isinstance(nodes, list) or len(nodes) > MAX_NODES:
+        raise RequestError("%s: nodes is not a list of at most %d names" % (where, MAX_NODES))
+    _known(nodes)
+    out = {"nodes": list(nodes), "log": _abs_path(doc["log"], where + ": log"),
+           "lock_dir": _abs_path(doc["lock_dir"], where + ": lock_dir"),
+           "runner": _abs_argv(doc["runner"], where + ": runner"),
+           "scontrol": _abs_path(doc["scontrol"], where + ": scontrol")}
+    commands, timeouts = doc["commands"], doc["timeout_s"]
+    if not isinstance(commands, dict) or set(commands) != {"suspend", "resume"}:
+        raise RequestError("%s: commands must name exactly suspend and resume" % where)
+    out["commands"] = dict((k, _abs_argv(v, "%s: commands.%s" % (where, k))) for k, v in commands.items())
+    if not isinstance(timeouts, dict) or set(timeouts) != {"suspend", "resume"}:
+        raise RequestError("%s: timeout_s must name exactly suspend and resume" % where)
+    out["timeout_s"] = {}
+    for key, value in timeouts.items():
+        try:
+            out["timeout_s"][key] = parse.finite(value, "%s: timeout_s.%s" % (where, key), 1, MAX_TIMEOUT_S)
+        except parse.ParseError as exc:
+            raise RequestError(str(exc))
+    try:
+        out["lock_wait_s"] = parse.finite(doc.get("lock_wait_s", 600), where + ": lock_wait_s", 0, MAX_TIMEOUT_S)
+    except parse.ParseError as exc:
+        raise RequestError(str(exc))
+    env = doc.get("env", {})
+    if not isinstance(env, dict) or len(env) > 256:
+        raise RequestError("%s: env is not an object of at most 256 variables" % where)
+    for key, value in env.items():
+        if not _ENV_NAME.match(key) or not isinstance(value, str) or "\0" in value or "\n" in value:
+            raise RequestError("%s: env holds %r, not a variable of one line of text" % (where, key[:64]))
+    out["env"] = dict(env)
+    return out
+
+
+# --- the runner ---------------------------------------------------------------------------------
+
+def outcomes(nodes, rc, stdout):
+    """node -> (ok, detail) from one run of the park or wake command with Ansible's JSON callback
+    (ansible.posix.json): a node is done when the run's stats count no failure and no unreachable
+    for it; otherwise the message of its last failed task says why. A node the run does not name
+    (the command failed before it ran any) is not done, with the command's exit status."""
+    try:
+        doc = parse.loads(stdout, "the command's JSON output", limit=64 * 1024 * 1024, max_depth=64)
+    except parse.ParseError as exc:
+        return dict((n, (False, "the command's output could not be read (rc=%s): %s" % (rc, exc))) for n in nodes)
+    stats = doc.get("stats") if isinstance(doc, dict) else None
+    if not isinstance(stats, dict):
+        return dict((n, (False, "the command ran no play (rc=%s)" % rc)) for n in nodes)
+    why = {}
+    for play in doc.get("plays") or []:
+        for task in (play.get("tasks") or []) if isinstance(play, dict) else []:
+            hosts = task.get("hosts") if isinstance(task, dict) else None
+            for node, res in (hosts or {}).items() if isinstance(hosts, dict) else []:
+                if isinstance(res, dict) and (res.get("failed") or res.get("unreachable")) and not res.get("ignore_errors"):
+                    msg = res.get("msg") or res.get("stderr") or "failed"
+                    why[node] = " ".join(str(msg).split())[:2000]
+    out = {}
+    for node in nodes:
+        st = stats.get(node)
+        if not isinstance(st, dict):
+            out[node] = (False, "the command did not act on it (rc=%s)" % rc)
+        elif st.get("failures") or st.get("unreachable"):
+            out[node] = (False, why.get(node, "a task failed"))
+        else:
+            out[node] = (True, "")
+    return out
+
+
+def down_commands(scontrol, node, why):
+    """What Slurm is told of a node fleetnap could not wake: DOWN with fleetnap's reason, then
+    POWER_DOWN, so sinfo shows it powered down (idle~ once its reason is cleared), not a silent down~."""
+    reason = "fleetnap: %s" % " ".join(why.split())
+    return [[scontrol, "update", "nodename=%s" % node, "state=DOWN", "reason=%s" % reason[:200]],
+            [scontrol, "update", "nodename=%s" % node, "state=POWER_DOWN"]]
+
+
+def run(action, nodes, cfg, execute, log):
+    """Park (suspend, resume_fail) or wake (resume) ``nodes`` with the settings ``cfg``.
+
+    ``execute(argv, timeout_s, env)`` runs a command and returns (rc, stdout, stderr); ``log``
+    takes one line. Each node's lock (``lock_dir``/NODE.lock, flock) is held while it is acted on,
+    so a second call for the same node (slurmctld restarted and asked again) waits, then finds it
+    in the asked state and the command does nothing to it. Returns node -> (ok, detail)."""
+    verb = "resume" if action == "resume" else "suspend"
+    held, results = {}, {}
+    try:
+        for node in nodes:
+            fd = _lock(cfg["lock_dir"], node, cfg["lock_wait_s"])
+            if fd is None:
+                results[node] = (False, "another fleetnap call held its lock for %g s" % cfg["lock_wait_s"])
+                log(line(action, node, "not acted on", results[node][1]))
+            else:
+                held[node] = fd
+        todo = [n for n in nodes if n in held]
+        if todo:
+            argv = cfg["commands"][verb] + ["-l", ",".join(todo)]
+            try:
+                rc, stdout, stderr = execute(argv, cfg["timeout_s"][verb], cfg["env"])
+            except OSError as exc:
+                rc, stdout = None, ""
+                stderr = str(exc)
+            got = outcomes(todo, rc, stdout)
+            if rc is None:
+                got = dict((n, (False, "the command could not run: %s" % " ".join(stderr.split())[:500])) for n in todo)
+            results.update(got)
+            for node in todo:
+                ok, detail = results[node]
+                log(line(action, node, ("woken" if verb == "resume" else "parked") if ok else "failed", detail))
+                if not ok and action == "resume":
+                    for cmd in down_commands(cfg["scontrol"], node, detail):
+                        try:
+                            crc, _out, cerr = execute(cmd, 30, cfg["env"])
+                        except OSError as exc:
+                            crc, cerr = None, str(exc)
+                        log(line(action, node, "told Slurm" if crc == 0 else "could not tell Slurm",
+                                 " ".join(cmd[2:]) + ("" if crc == 0 else ": rc=%s %s" % (crc, cerr))))
+    finally:
+        for fd in held.values():
+            os.close(fd)
+    return results
+
+
+def _lock(lock_dir, node, wait_s):
+    fd = fileio.lock_fd(os.path.join(lock_dir, "%s.lock" % node))
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError:
+            if time.monotonic() >= end:
+                os.close(fd)
+                return None
+            time.sleep(0.2)

@@ -199,3 +199,168 @@ def test_a_runner_that_cannot_be_started_is_an_error_of_the_program(tmp_path):
     with pytest.raises(OSError) as err:
         detach([str(tmp_path / "no-such-runner")])
     assert "could not be started" in str(err.value) and "No such file" in str(err.value)
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+def good_settings(tmp_path, **over):
+    doc = {"nodes": KNOWN, "log": str(tmp_path / "slurm-power.log"), "lock_dir": str(tmp_path),
+           "runner": ["/usr/bin/python3", "-IB", "/usr/local/lib/fleetnap/fleetnap-slurm-power", "run"],
+           "commands": {"suspend": ["/usr/bin/ansible-playbook", "park.yml"], "resume": ["/usr/bin/ansible-playbook", "wake.yml"]},
+           "timeout_s": {"suspend": 120, "resume": 600}, "lock_wait_s": 5, "scontrol": "/usr/bin/scontrol",
+           "env": {"PATH": "/usr/bin:/bin", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}}
+    doc.update(over)
+    for key in [k for k, v in doc.items() if v is None]:
+        del doc[key]
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_settings_are_read_whole(tmp_path):
+    cfg = slurmpower.settings(str(good_settings(tmp_path)))
+    assert cfg["nodes"] == KNOWN and cfg["timeout_s"] == {"suspend": 120, "resume": 600} and cfg["lock_wait_s"] == 5
+    assert cfg["commands"]["resume"] == ["/usr/bin/ansible-playbook", "wake.yml"]
+
+
+BAD_SETTINGS = [
+    ("nodes missing", {"nodes": None}, "lacks nodes"),
+    ("nodes not a list", {"nodes": "lab1"}, "not a list"),
+    ("a node name with a slash", {"nodes": ["lab1", "a/b"]}, "not one"),
+    ("log relative", {"log": "slurm.log"}, "log is not an absolute path"),
+    ("lock_dir not text", {"lock_dir": 5}, "lock_dir is not an absolute path"),
+    ("runner empty", {"runner": []}, "runner is not a command"),
+    ("runner relative", {"runner": ["python3", "x"]}, "absolute path"),
+    ("runner with a newline", {"runner": ["/usr/bin/python3", "a\nb"]}, "one line"),
+    ("commands without resume", {"commands": {"suspend": ["/bin/true"]}}, "exactly suspend and resume"),
+    ("a command relative", {"commands": {"suspend": ["/bin/true"], "resume": ["true"]}}, "commands.resume"),
+    ("timeout zero", {"timeout_s": {"suspend": 0, "resume": 5}}, "timeout_s.suspend"),
+    ("timeout a string", {"timeout_s": {"suspend": "5", "resume": 5}}, "timeout_s.suspend"),
+    ("timeout huge", {"timeout_s": {"suspend": 5, "resume": 10 ** 9}}, "timeout_s.resume"),
+    ("timeout a boolean", {"timeout_s": {"suspend": True, "resume": 5}}, "timeout_s.suspend"),
+    ("lock_wait negative", {"lock_wait_s": -1}, "lock_wait_s"),
+    ("scontrol relative", {"scontrol": "scontrol"}, "scontrol is not an absolute path"),
+    ("env a list", {"env": ["PATH=/bin"]}, "env is not an object"),
+    ("env a bad name", {"env": {"A B": "x"}}, "not a variable"),
+    ("env a value with a newline", {"env": {"A": "x\ny"}}, "not a variable"),
+]
+
+
+@pytest.mark.parametrize("case,over,words", BAD_SETTINGS, ids=[c[0] for c in BAD_SETTINGS])
+def test_bad_settings_are_refused_before_anything_is_done(tmp_path, case, over, words):
+    with pytest.raises(RequestError) as err:
+        slurmpower.settings(str(good_settings(tmp_path, **over)))
+    assert words in str(err.value)
+
+
+@pytest.mark.parametrize("content,words", [(None, "No such file"), (b"[]", "not a JSON object"),
+                                           (b"{", "not valid JSON"), ("fifo", "not a regular file")])
+def test_a_settings_file_that_cannot_be_read_is_named(tmp_path, content, words):
+    path = tmp_path / "settings.json"
+    if content == "fifo":
+        os.mkfifo(path)
+    elif content is not None:
+        path.write_bytes(content)
+    with pytest.raises(RequestError) as err:
+        slurmpower.settings(str(path))
+    assert str(path) in str(err.value) and words in str(err.value)
+
+
+# --- the runner, with a real ansible-playbook and Ansible's JSON callback ------------------------
+
+PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Act on the node
+      ansible.builtin.fail:
+        msg: "no answer from {{ inventory_hostname }}"
+      when: inventory_hostname in (failing | default('')).split(',')
+"""
+
+
+def ansible_env(tmp_path):
+    venv_bin = str(Path(sys.executable).parent)
+    # no ansible.cfg (none.cfg is not there): no notification callback writes to the JSON output
+    return {"PATH": "%s:/usr/bin:/bin" % venv_bin, "HOME": str(tmp_path), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+            "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_NOCOLOR": "1", "ANSIBLE_CONFIG": str(tmp_path / "none.cfg")}
+
+
+def execute(argv, timeout_s, env):
+    # as the runner runs it: from / (detach's cwd), so no ansible.cfg of a working directory applies
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env, cwd="/")
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def runner_cfg(tmp_path, failing=""):
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    inv = tmp_path / "hosts.yml"
+    line_ = "    %s: {ansible_connection: local, ansible_python_interpreter: %s}\n"
+    inv.write_text("all:\n  hosts:\n" + "".join(line_ % (n, sys.executable) for n in KNOWN))
+    scontrol = tmp_path / "scontrol"      # a stand-in: records what Slurm would be told (error path only)
+    scontrol.write_text("#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s\n" % (tmp_path / "scontrol.calls"))
+    scontrol.chmod(0o755)
+    playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(tmp_path / "play.yml"),
+                "-e", "failing=%s" % failing]
+    cfg = slurmpower.settings(str(good_settings(
+        tmp_path, commands={"suspend": playbook, "resume": playbook}, scontrol=str(scontrol),
+        env=ansible_env(tmp_path), timeout_s={"suspend": 300, "resume": 300})))
+    return cfg
+
+
+def test_the_runner_acts_on_the_nodes_and_logs_each(tmp_path):
+    lines = []
+    got = slurmpower.run("suspend", ["lab1", "lab3"], runner_cfg(tmp_path), execute, lines.append)
+    assert got == {"lab1": (True, ""), "lab3": (True, "")}
+    assert [x.split(" ", 1)[1] for x in lines] == ["fleetnap-slurm suspend lab1: parked",
+                                                   "fleetnap-slurm suspend lab3: parked"]
+    assert not (tmp_path / "scontrol.calls").exists()
+
+
+def test_a_node_not_woken_is_told_to_slurm_as_down_then_powered_down(tmp_path):
+    lines = []
+    got = slurmpower.run("resume", ["lab1", "lab2"], runner_cfg(tmp_path, failing="lab2"), execute, lines.append)
+    assert got == {"lab1": (True, ""), "lab2": (False, "no answer from lab2")}
+    assert [x.split(" ", 1)[1] for x in lines] == [
+        "fleetnap-slurm resume lab1: woken",
+        "fleetnap-slurm resume lab2: failed: no answer from lab2",
+        "fleetnap-slurm resume lab2: told Slurm: nodename=lab2 state=DOWN reason=fleetnap: no answer from lab2",
+        "fleetnap-slurm resume lab2: told Slurm: nodename=lab2 state=POWER_DOWN"]
+    assert (tmp_path / "scontrol.calls").read_text().splitlines() == [
+        "update nodename=lab2 state=DOWN reason=fleetnap: no answer from lab2", "update nodename=lab2 state=POWER_DOWN"]
+
+
+def test_a_failed_park_is_not_told_to_slurm(tmp_path):
+    lines = []
+    got = slurmpower.run("resume_fail", ["lab2"], runner_cfg(tmp_path, failing="lab2"), execute, lines.append)
+    assert got == {"lab2": (False, "no answer from lab2")}
+    assert len(lines) == 1 and not (tmp_path / "scontrol.calls").exists()
+
+
+def test_a_command_that_cannot_run_fails_every_node_and_says_why(tmp_path):
+    cfg = runner_cfg(tmp_path)
+    cfg["commands"]["suspend"] = [str(tmp_path / "no-such-ansible-playbook")]
+    lines = []
+    got = slurmpower.run("suspend", ["lab1", "lab2"], cfg, execute, lines.append)
+    assert all(not ok and "could not run" in why and "No such file" in why for ok, why in got.values()), got
+
+
+@pytest.mark.parametrize("stdout,words", [("", "could not be read"), ("{}", "ran no play"), ("[1]", "ran no play"),
+                                          ('{"stats": {}}', "did not act on it")])
+def test_output_that_says_nothing_of_a_node_is_a_failure(stdout, words):
+    got = slurmpower.outcomes(["lab1"], 2, stdout)
+    assert got["lab1"][0] is False and words in got["lab1"][1]
+
+
+def test_a_second_call_for_the_same_node_waits_for_the_first(tmp_path):
+    cfg = runner_cfg(tmp_path)
+    cfg["lock_wait_s"] = 0.5
+    fd = slurmpower._lock(cfg["lock_dir"], "lab1", 0)
+    try:
+        lines = []
+        got = slurmpower.run("resume", ["lab1", "lab2"], cfg, execute, lines.append)
+        assert got["lab1"] == (False, "another fleetnap call held its lock for 0.5 s")
+        assert got["lab2"] == (True, "")
+    finally:
+        os.close(fd)
+    assert slurmpower.run("resume", ["lab1"], cfg, execute, [].append) == {"lab1": (True, "")}
