@@ -242,7 +242,12 @@ def write_inventory(table: dict) -> Path:
     # Host keys are checked: the guests' key is the lab's (lab_host_key), listed per port in
     # <state>/known_hosts, which up() writes before the guests boot.
     lab_vars = {"ansible_ssh_common_args": " ".join(ssh_options(KNOWN_HOSTS)),
-                "fleetnap_lab_redfish_ca": str(REDFISH_CA)}
+                "fleetnap_lab_redfish_ca": str(REDFISH_CA),
+                # A TCG guest's sshd greets in 0.3-0.4 s alone and in 1-2 s when all six are
+                # probed at once on 2 cores, more while the controller starts a playbook beside
+                # it: a gear shift's observation gives the lab's hosts 10 s to greet (the role's
+                # default, 3 s, is for real hosts, which greet in milliseconds).
+                "gear_shift_probe_timeout_s": 10}
     inv = {"all": {"children": {"lab": {"hosts": hosts, "vars": lab_vars,
                                         "children": dict(sorted(groups.items()))}}}}
     path = INVENTORY_DIR / "hosts.yml"
