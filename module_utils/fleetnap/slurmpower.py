@@ -326,10 +326,15 @@ def run(action, nodes, cfg, execute, log):
     held, results = {}, {}
     try:
         for node in nodes:
-            fd = _lock(cfg["lock_dir"], node, cfg["lock_wait_s"])
+            try:
+                fd = _lock(cfg["lock_dir"], node, cfg["lock_wait_s"])
+            except (OSError, ValueError) as exc:
+                fd, why = None, "its lock file could not be opened: %s" % exc
+            else:
+                why = "another fleetnap call held its lock for %g s" % cfg["lock_wait_s"]
             if fd is None:
-                results[node] = (False, "another fleetnap call held its lock for %g s" % cfg["lock_wait_s"])
-                log(line(action, node, "not acted on", results[node][1]))
+                results[node] = (False, why)
+                log(line(action, node, "not acted on", why))
             else:
                 held[node] = fd
         todo = [n for n in nodes if n in held]

@@ -364,3 +364,12 @@ def test_a_second_call_for_the_same_node_waits_for_the_first(tmp_path):
     finally:
         os.close(fd)
     assert slurmpower.run("resume", ["lab1"], cfg, execute, [].append) == {"lab1": (True, "")}
+
+
+def test_a_lock_directory_that_is_not_there_is_said_per_node_and_nothing_runs(tmp_path):
+    cfg = runner_cfg(tmp_path)
+    cfg["lock_dir"] = str(tmp_path / "gone")
+    ran, lines = [], []
+    got = slurmpower.run("suspend", ["lab1"], cfg, lambda *a: ran.append(a), lines.append)
+    assert ran == [] and got["lab1"][0] is False and "lock file could not be opened" in got["lab1"][1]
+    assert len(lines) == 1 and "fleetnap-slurm suspend lab1: not acted on: its lock file" in lines[0]
