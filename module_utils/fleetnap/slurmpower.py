@@ -205,12 +205,17 @@ MAX_TIMEOUT_S = 86400
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 
 
-def _abs_argv(value, where):
-    if not isinstance(value, list) or not value or len(value) > 256:
-        raise RequestError("%s is not a command (a list of 1 to 256 arguments)" % where)
+def _args(value, where, least=0):
+    if not isinstance(value, list) or not least <= len(value) <= 256:
+        raise RequestError("%s is not a list of %d to 256 arguments" % (where, least))
     for arg in value:
         if not isinstance(arg, str) or "\0" in arg or "\n" in arg or len(arg) > 4096:
             raise RequestError("%s holds an argument that is not one line of text" % where)
+    return list(value)
+
+
+def _abs_argv(value, where):
+    value = _args(value, where + " (a command)", 1)
     if not value[0].startswith("/"):
         raise RequestError("%s does not start with an absolute path (slurmctld gives the programs no PATH)" % where)
     return list(value)
@@ -225,9 +230,10 @@ def _abs_path(value, where):
 def settings(path):
     """The programs' settings (written by the slurm_power role), checked whole before anything is
     done: ``nodes`` (names fleetnap may act on), ``log``, ``lock_dir``, ``runner`` (the command that
-    runs a job: this program's ``run``), ``commands`` (``suspend`` and ``resume``: the command that
-    parks or wakes the nodes given after it, ``-l NODES`` appended), ``timeout_s`` (per action),
-    ``lock_wait_s``, ``scontrol`` and ``env`` (the environment the runner and the commands get)."""
+    runs a job: this program's ``run``), ``playbook`` (what parks and wakes: ``ansible_playbook``,
+    ``inventory``, ``playbook`` or else ``fleetnap_dir``'s playbooks/slurm_power.yml, and ``args``;
+    the commands :func:`commands` makes of it), ``timeout_s`` (per action), ``lock_wait_s``,
+    ``scontrol`` and ``env`` (the environment the runner and the commands get)."""
     try:
         data = fileio.read_bytes(path, limit=SETTINGS_LIMIT, what="settings")
         doc = parse.loads(data, "settings %s" % path, limit=SETTINGS_LIMIT)
@@ -236,7 +242,7 @@ def settings(path):
     if not isinstance(doc, dict):
         raise RequestError("settings %s is not a JSON object" % path)
     where = "settings %s" % path
-    missing = [k for k in ("nodes", "log", "lock_dir", "runner", "commands", "timeout_s", "scontrol") if k not in doc]
+    missing = [k for k in ("nodes", "log", "lock_dir", "runner", "playbook", "timeout_s", "scontrol") if k not in doc]
     if missing:
         raise RequestError("%s lacks %s" % (where, ", ".join(missing)))
     nodes = doc["nodes"]
@@ -247,10 +253,8 @@ def settings(path):
            "lock_dir": _abs_path(doc["lock_dir"], where + ": lock_dir"),
            "runner": _abs_argv(doc["runner"], where + ": runner"),
            "scontrol": _abs_path(doc["scontrol"], where + ": scontrol")}
-    commands, timeouts = doc["commands"], doc["timeout_s"]
-    if not isinstance(commands, dict) or set(commands) != {"suspend", "resume"}:
-        raise RequestError("%s: commands must name exactly suspend and resume" % where)
-    out["commands"] = dict((k, _abs_argv(v, "%s: commands.%s" % (where, k))) for k, v in commands.items())
+    out["commands"] = commands(doc["playbook"], where + ": playbook")
+    timeouts = doc["timeout_s"]
     if not isinstance(timeouts, dict) or set(timeouts) != {"suspend", "resume"}:
         raise RequestError("%s: timeout_s must name exactly suspend and resume" % where)
     out["timeout_s"] = {}
@@ -271,6 +275,22 @@ def settings(path):
             raise RequestError("%s: env holds %r, not a variable of one line of text" % (where, key[:64]))
     out["env"] = dict(env)
     return out
+
+
+def commands(spec, where):
+    """The park and wake commands: ``ansible_playbook -i inventory playbook ARGS -e
+    slurm_power_action=suspend|resume`` (the runner appends ``-l NODES``). The playbook is
+    ``fleetnap_dir``/playbooks/slurm_power.yml unless ``playbook`` names one."""
+    if not isinstance(spec, dict):
+        raise RequestError("%s is not an object" % where)
+    playbook = spec.get("playbook") or ""
+    if not playbook and spec.get("fleetnap_dir"):
+        playbook = _abs_path(spec["fleetnap_dir"], where + ".fleetnap_dir").rstrip("/") + "/playbooks/slurm_power.yml"
+    base = [_abs_path(spec.get("ansible_playbook"), where + ".ansible_playbook"),
+            "-i", _abs_path(spec.get("inventory"), where + ".inventory"),
+            _abs_path(playbook, where + ".playbook (or fleetnap_dir)")]
+    args = _args(spec.get("args", []), where + ".args")
+    return dict((a, base + args + ["-e", "slurm_power_action=%s" % a]) for a in ("suspend", "resume"))
 
 
 # --- the runner ---------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ def test_the_role_installs_the_program_under_three_names_and_is_idempotent(insta
     assert stat.S_IMODE(settings.stat().st_mode) == 0o640 and stat.S_IMODE((tmp / "etc").stat().st_mode) == 0o750
     doc = json.loads(settings.read_text())
     assert doc["nodes"] == KNOWN and doc["timeout_s"] == {"suspend": 300, "resume": 600}
-    assert doc["commands"]["resume"][-2:] == ["-e", "slurm_power_action=resume"]
+    assert doc["playbook"] == {"ansible_playbook": str(BIN / "ansible-playbook"), "inventory": str(tmp / "hosts.yml"),
+                               "playbook": str(tmp / "act.yml"), "fleetnap_dir": str(REPO), "args": ["-e", "failing=lab2"]}
     cfg = (tmp / "etc" / "ansible.cfg").read_text()
     assert "stdout_callback = ansible.posix.json" in cfg and "roles_path = %s/roles" % REPO in cfg
     second = apply()

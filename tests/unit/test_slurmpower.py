@@ -206,7 +206,8 @@ def test_a_runner_that_cannot_be_started_is_an_error_of_the_program(tmp_path):
 def good_settings(tmp_path, **over):
     doc = {"nodes": KNOWN, "log": str(tmp_path / "slurm-power.log"), "lock_dir": str(tmp_path),
            "runner": ["/usr/bin/python3", "-IB", "/usr/local/lib/fleetnap/fleetnap-slurm-power", "run"],
-           "commands": {"suspend": ["/usr/bin/ansible-playbook", "park.yml"], "resume": ["/usr/bin/ansible-playbook", "wake.yml"]},
+           "playbook": {"ansible_playbook": "/usr/bin/ansible-playbook", "inventory": "/etc/fleetnap/hosts.yml",
+                        "fleetnap_dir": "/opt/fleetnap", "playbook": "", "args": ["-e", "@/etc/fleetnap/vars.yml"]},
            "timeout_s": {"suspend": 120, "resume": 600}, "lock_wait_s": 5, "scontrol": "/usr/bin/scontrol",
            "env": {"PATH": "/usr/bin:/bin", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}}
     doc.update(over)
@@ -220,7 +221,10 @@ def good_settings(tmp_path, **over):
 def test_settings_are_read_whole(tmp_path):
     cfg = slurmpower.settings(str(good_settings(tmp_path)))
     assert cfg["nodes"] == KNOWN and cfg["timeout_s"] == {"suspend": 120, "resume": 600} and cfg["lock_wait_s"] == 5
-    assert cfg["commands"]["resume"] == ["/usr/bin/ansible-playbook", "wake.yml"]
+    assert cfg["commands"]["resume"] == ["/usr/bin/ansible-playbook", "-i", "/etc/fleetnap/hosts.yml",
+                                         "/opt/fleetnap/playbooks/slurm_power.yml", "-e", "@/etc/fleetnap/vars.yml",
+                                         "-e", "slurm_power_action=resume"]
+    assert cfg["commands"]["suspend"][-1] == "slurm_power_action=suspend"
 
 
 BAD_SETTINGS = [
@@ -229,11 +233,17 @@ BAD_SETTINGS = [
     ("a node name with a slash", {"nodes": ["lab1", "a/b"]}, "not one"),
     ("log relative", {"log": "slurm.log"}, "log is not an absolute path"),
     ("lock_dir not text", {"lock_dir": 5}, "lock_dir is not an absolute path"),
-    ("runner empty", {"runner": []}, "runner is not a command"),
+    ("runner empty", {"runner": []}, "runner (a command) is not a list of 1 to 256 arguments"),
     ("runner relative", {"runner": ["python3", "x"]}, "absolute path"),
     ("runner with a newline", {"runner": ["/usr/bin/python3", "a\nb"]}, "one line"),
-    ("commands without resume", {"commands": {"suspend": ["/bin/true"]}}, "exactly suspend and resume"),
-    ("a command relative", {"commands": {"suspend": ["/bin/true"], "resume": ["true"]}}, "commands.resume"),
+    ("playbook not an object", {"playbook": ["/bin/true"]}, "playbook is not an object"),
+    ("ansible-playbook relative", {"playbook": {"ansible_playbook": "ansible-playbook", "inventory": "/i",
+                                                "playbook": "/p"}}, "playbook.ansible_playbook"),
+    ("no playbook, no fleetnap_dir", {"playbook": {"ansible_playbook": "/a", "inventory": "/i"}},
+     "playbook.playbook (or fleetnap_dir)"),
+    ("inventory missing", {"playbook": {"ansible_playbook": "/a", "playbook": "/p"}}, "playbook.inventory"),
+    ("args with a newline", {"playbook": {"ansible_playbook": "/a", "inventory": "/i", "playbook": "/p",
+                                          "args": ["-e", "a\nb"]}}, "playbook.args"),
     ("timeout zero", {"timeout_s": {"suspend": 0, "resume": 5}}, "timeout_s.suspend"),
     ("timeout a string", {"timeout_s": {"suspend": "5", "resume": 5}}, "timeout_s.suspend"),
     ("timeout huge", {"timeout_s": {"suspend": 5, "resume": 10 ** 9}}, "timeout_s.resume"),
@@ -300,10 +310,10 @@ def runner_cfg(tmp_path, failing=""):
     scontrol = tmp_path / "scontrol"      # a stand-in: records what Slurm would be told (error path only)
     scontrol.write_text("#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s\n" % (tmp_path / "scontrol.calls"))
     scontrol.chmod(0o755)
-    playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), str(tmp_path / "play.yml"),
-                "-e", "failing=%s" % failing]
+    playbook = {"ansible_playbook": str(Path(sys.executable).parent / "ansible-playbook"), "inventory": str(inv),
+                "playbook": str(tmp_path / "play.yml"), "args": ["-e", "failing=%s" % failing]}
     cfg = slurmpower.settings(str(good_settings(
-        tmp_path, commands={"suspend": playbook, "resume": playbook}, scontrol=str(scontrol),
+        tmp_path, playbook=playbook, scontrol=str(scontrol),
         env=ansible_env(tmp_path), timeout_s={"suspend": 300, "resume": 300})))
     return cfg
 
