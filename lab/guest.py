@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -183,10 +184,50 @@ def ssh_cmd(host: dict, *command: str, key: Path | None = None) -> list[str]:
             + ["-o", "ConnectTimeout=5", "root@127.0.0.1"] + list(command))
 
 
-def ssh(host: dict, *command: str, timeout: float = 30, check: bool = True):
+# The lab's own SSH sessions (wait_ssh, the suites' lab.ssh) go over one master connection per
+# guest: a fresh SSH connection costs a TCG guest 1.8 s of its CPU (key exchange and login; six at
+# once on 2 cores, 4-6 s each), a session over the master 0.1 s. The master is started apart with
+# its streams on /dev/null (one that ssh forked itself would hold the caller's pipes open), ends 60 s
+# after its last session, and dies with its guest's QEMU (slirp closes the connection); a guest
+# that answers no keepalive for 15 s (suspended, rebooted) loses it. Ansible keeps its own.
+MUX_DIR = Path(tempfile.gettempdir()) / ("fleetnap-lab-ssh-%d" % os.getuid())
+
+
+def mux_path(host: dict) -> str:
+    return str(MUX_DIR / str(host["ssh_port"]))
+
+
+def _mux_master(host: dict, timeout: float) -> None:
+    """Start the guest's master connection unless one answers; a guest that does not answer gets
+    none (the session then connects by itself, and fails as it would have)."""
+    path = mux_path(host)
+    base = ssh_cmd(host)
+    quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        proc = subprocess.run(ssh_cmd(host, *command), capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        if subprocess.run(base[:1] + ["-o", "ControlPath=" + path, "-O", "check"] + base[1:],
+                          timeout=5, **quiet).returncode == 0:
+            return
+        MUX_DIR.mkdir(mode=0o700, exist_ok=True)
+        subprocess.run(base[:1] + ["-f", "-N", "-M", "-o", "ControlPath=" + path, "-o", "ControlPersist=60",
+                                   "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"] + base[1:],
+                       timeout=max(1.0, min(timeout, 30)), **quiet)
+    except (subprocess.TimeoutExpired, OSError):
+        pass
+
+
+def ssh(host: dict, *command: str, timeout: float = 30, check: bool = True):
+    deadline = time.monotonic() + timeout
+    _mux_master(host, timeout)
+    argv = ssh_cmd(host, *command)
+    try:
+        muxed = argv[:1] + ["-o", "ControlPath=" + mux_path(host), "-o", "ControlMaster=no"] + argv[1:]
+        proc = subprocess.run(muxed, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=max(1.0, deadline - time.monotonic()))
+        if proc.returncode == 255 and not proc.stdout and "master" in proc.stderr:
+            # The master's connection broke before the session began (its guest rebooted): once
+            # more, on a connection of its own.
+            proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                  timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         if check:
             raise LabError("ssh to %s (127.0.0.1:%d) timed out after %ss"
