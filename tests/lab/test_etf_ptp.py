@@ -80,6 +80,22 @@ def test_ptp_clock_without_linuxptp_and_without_installing_says_which_package(la
         lab.ssh(HOST, "mv /usr/sbin/ptp4l.fleetnap-test /usr/sbin/ptp4l")
 
 
+def test_ptp_clock_refuses_to_run_beside_an_active_time_service(lab):
+    """chrony active on the host (a transient unit of that name): ptp_clock refuses with one error
+    naming it and the variable that would stop it, and nothing is changed."""
+    lab.ssh(HOST, "systemd-run --quiet --unit=chrony.service sleep 600")
+    try:
+        proc = playbook("ptp_clock.yml", "-e", "fleetnap_targets=%s" % HOST)
+        assert proc.returncode != 0
+        said = " ".join(proc.stdout.split())
+        assert "chrony.service is active and steers the system clock" in said, why(proc)
+        assert "set ptp_clock_conflicts: stop" in said, why(proc)
+        assert lab.ssh(HOST, "ls /etc/systemd/system/fleetnap-*.service /var/lib/fleetnap/ptp_clock-tai-before.json "
+                             "2>/dev/null", check=False).stdout.strip() == ""
+    finally:
+        lab.ssh(HOST, "systemctl stop chrony.service", check=False)
+
+
 # --- SO_TXTIME through the ETF qdisc, timestamped on the receiving side -------------------------
 #
 # A veth pair with 4 TX queues in the guest: fnetf0 (root namespace, mqprio + etf on queue 0 by
