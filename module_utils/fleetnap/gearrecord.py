@@ -147,7 +147,15 @@ def history_line(rec, after):
     """A line of history.jsonl: the shift and every host's power state at its end."""
     line = dict((k, rec[k]) for k in HISTORY_KEYS)
     line["power"] = dict((r["host"], r.get("state")) for r in after["rows"])
+    # What each park and wake of the shift took (slurmconf: Slurm's timeouts from measurements).
+    line["took"] = dict((a["host"], {"action": a["action"], "ok": a.get("ok") is True, "method": a.get("method") or "",
+                                     "elapsed_s": a["elapsed_s"]})
+                        for a in rec["actions"] if a.get("action") in ("up", "down") and _seconds(a.get("elapsed_s")))
     return line
+
+
+def _seconds(value):
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= 86400
 
 
 def metrics(rec, after, energy, now):

@@ -8,6 +8,7 @@ other's order.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -230,6 +231,8 @@ def test_s3_and_wol_cycle_3_1_3(all_running, tmp_path, prometheus, daemons):
         _restore_all(lab)
         undo = [apply_profile(nap, "-e", "fleetnap_profile_state=absent", *art), sleep_policy(s3, "state=absent")]
     assert all(u.returncode == 0 for u in undo), [why(u) for u in undo]
+
+
 POLICY = ("cat /etc/systemd/sleep.conf.d/fleetnap.conf /sys/power/mem_sleep; "
           "ls /run/systemd/sleep.conf.d /run/fleetnap 2>&1 || true")
 
@@ -332,6 +335,27 @@ def _s3_and_wol_cycle(lab, sd, down, stay, on1, hooks, hook_args, nap, controlle
     assert 0 < query(prom, "fleetnap_gear_shift_duration_seconds" + job)[None] < proc.wall_s
     assert query(prom, 'node_textfile_scrape_error{job="fleetnap-controller"}') == {None: 0.0}
     lab.record_timing("gear_shift_s3_up_wall_seconds", round(proc.wall_s, 1))
+    _slurm_conf_from(lab, sd, hist, acts)
+
+
+def _slurm_conf_from(lab, sd, hist, acts):
+    """slurm.conf's power saving from these shifts (playbooks/slurm_conf.yml): each shift's line
+    kept what its parks and wakes took, the wake's as the up shift's actions measured them, and
+    the block's timeouts are the worst verified of them with the margin (issue 37)."""
+    assert {h: t["elapsed_s"] for h, t in hist[2]["took"].items()} == {h: a["elapsed_s"] for h, a in acts.items()}
+    wake = max(t["elapsed_s"] for line in hist for t in line["took"].values() if t["action"] == "up" and t["ok"])
+    park = max(t["elapsed_s"] for line in hist for t in line["took"].values() if t["action"] == "down" and t["ok"])
+    dest = sd / "fleetnap-power.conf"
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab"),
+                           str(REPO / "playbooks/slurm_conf.yml"), "-e", "gear_shift_state_dir=%s" % sd,
+                           "-e", "slurm_conf_dest=%s" % dest], capture_output=True, text=True, cwd=str(REPO),
+                          env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg")), timeout=120)
+    assert proc.returncode == 0, why(proc)
+    conf = dest.read_text().splitlines()
+    assert "ResumeTimeout=%d" % math.ceil((wake + 30) * 1.5 - 1e-9) in conf, conf      # slurmd start 30 s, x 1.5
+    assert "SuspendTimeout=%d" % math.ceil(park * 1.5 - 1e-9) in conf, conf
+    assert any(ln.startswith("# ResumeTimeout: (worst measured wake %.1f s, " % wake) for ln in conf), conf
+    assert "SuspendExcNodes=%s" % ",".join(hosts_in(lab, [1])) in conf      # gear_shift_gmin 1: group 1 never parked
 
 
 def test_ipmi_off_then_on_by_each_hosts_methods_and_a_lost_packet(all_running, tmp_path):

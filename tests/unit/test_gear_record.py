@@ -68,12 +68,27 @@ def test_record_history_line_and_report():
     assert set(rec["hosts"]) == set(LAB) and rec["actions"] == actions and rec["planned"] == plan["rows"]
     line = gr.history_line(rec, after)
     assert line["power"] == {n: ("on" if LAB[n]["group"] == 1 else "asleep") for n in LAB}
-    assert set(line) == set(gr.HISTORY_KEYS) | {"power"}
+    assert set(line) == set(gr.HISTORY_KEYS) | {"power", "took"}
+    assert line["took"] == {}          # these actions say nothing of their time: nothing is made up
     lines = gr.report(rec, after, "/x/state.json")
     assert lines[0] == "Gear shift ok: gear 1 (target 1, requested 1) in 30.0 s"
     assert lines[1].split() == ["HOST", "GROUP", "RACK", "STATE", "EXPECTED", "TARGET", "ACTION", "METHOD", "WHY"]
     assert "  %s: down ok by suspend - silent" % actions[0]["host"] in lines
     assert lines[-1] == "  state: /x/state.json"
+
+
+def test_the_history_line_keeps_what_each_park_and_wake_took():
+    """slurmconf builds Slurm's timeouts from these: the verified and the failed, each with its
+    method; an action without a usable elapsed_s (NaN, a bool) and a put back are left out."""
+    plan, after, actions = shift_down()
+    a, b = [x["host"] for x in actions[:2]]
+    timed = [dict(actions[0], elapsed_s=12.5), dict(actions[1], ok=False, method="", elapsed_s=300.0),
+             dict(actions[2], elapsed_s=float("nan")), dict(actions[3], elapsed_s=True),
+             {"host": "lab1", "action": "back", "ok": True, "elapsed_s": 3.0}]
+    rec = gr.record(plan, after, timed, "failed", "x", "2026-11-25T10:00:00+00:00", "2026-11-25T10:00:30+00:00", 30.0)
+    assert gr.history_line(rec, after)["took"] == {
+        a: {"action": "down", "ok": True, "method": "suspend", "elapsed_s": 12.5},
+        b: {"action": "down", "ok": False, "method": "", "elapsed_s": 300.0}}
 
 
 def test_a_host_parked_with_the_resume_hook_is_marked_in_the_state_file():
@@ -174,7 +189,7 @@ def test_module_writes_state_history_power_and_metrics_and_check_mode_writes_not
 def test_module_records_a_stopped_shift_as_given(tmp_path):
     plan, _after, _actions = shift_down()
     res = run_module("gear_record", _args(tmp_path, plan, plan, [], result="failed",
-                                         reason="BMC check failed before anything was powered down: lab2: timeout"))
+                                          reason="BMC check failed before anything was powered down: lab2: timeout"))
     assert res.get("failed") is not True, res
     assert res["result"] == "failed" and res["reason"].startswith("BMC check failed")
     state = json.loads((tmp_path / "gear" / "state.json").read_text())
