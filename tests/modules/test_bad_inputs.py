@@ -99,10 +99,12 @@ def test_every_module_has_a_table():
     import test_bad_inputs_gear_state
     import test_bad_inputs_readers
     import test_bad_inputs_redfish
+    import test_bad_inputs_slurm_conf
     import test_bad_inputs_writers
     assert test_bad_inputs_gear_state._TABLE                      # that file's table is gear_state's
+    assert test_bad_inputs_slurm_conf.TABLE                       # and that one's slurm_conf's
     tabled = (set(TABLES) | set(test_bad_inputs_readers.TABLES) | set(test_bad_inputs_writers.TABLES)
-              | set(test_bad_inputs_redfish.TABLES) | {"gear_state"})
+              | set(test_bad_inputs_redfish.TABLES) | {"gear_state", "slurm_conf"})
     modules = {p.stem for p in (REPO / "library").glob("*.py")}
     assert modules == tabled, "without a table: %s" % sorted(modules - tabled)
 
