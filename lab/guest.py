@@ -186,7 +186,7 @@ def ssh_cmd(host: dict, *command: str, key: Path | None = None) -> list[str]:
 
 # The lab's own SSH sessions (wait_ssh, the suites' lab.ssh) go over one master connection per
 # guest: a fresh SSH connection costs a TCG guest 1.8 s of its CPU (key exchange and login; six at
-# once on 2 cores, 4-6 s each), a session over the master 0.1 s. The master is started apart with
+# once on 2 cores, 4-6 s each), a session over the master 0.2 s. The master is started apart with
 # its streams on /dev/null (one that ssh forked itself would hold the caller's pipes open), ends 60 s
 # after its last session, and dies with its guest's QEMU (slirp closes the connection); a guest
 # that answers no keepalive for 15 s (suspended, rebooted) loses it. Ansible keeps its own.
