@@ -35,7 +35,7 @@ extends_documentation_fragment:
   - fleetnap.power.attributes
 options:
   gear_groups:
-    description: Host (Slurm's NodeName, the inventory's host name) -> gear group (1..1000).
+    description: Host (Slurm's NodeName, the inventory's host name) -> gear group (a whole number from 1, as C(fleetnap_gear_group)).
     type: dict
     required: true
   gmin:
@@ -119,13 +119,13 @@ measured:
   type: dict
 """
 
-import math
 import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.energy import read_text
+from ansible.module_utils.fleetnap.powerrecord import CHECKS as RECORD_CHECKS
 from ansible.module_utils.fleetnap.slurmconf import ConfError, block, read_shifts
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
@@ -144,6 +144,8 @@ MAX_HOSTS = 100000
 
 
 def check_groups(groups):
+    """host -> gear group, each name a node name and each group checked as the host power record
+    checks fleetnap_gear_group (powerrecord: a whole number from 1)."""
     if not groups:
         raise ParamError("option gear_groups: no hosts (host -> gear group)")
     if len(groups) > MAX_HOSTS:
@@ -152,12 +154,7 @@ def check_groups(groups):
     for host, g in groups.items():
         if not isinstance(host, str) or not NODE.match(host):
             raise ParamError("option gear_groups: %r is not a node name (letters, digits, '.', '_', '-')" % (host,))
-        if isinstance(g, str) and g.strip().isdigit() and len(g.strip()) < 5:
-            g = int(g.strip())
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g != int(g) \
-                or not 1 <= g <= 1000:
-            raise ParamError("option gear_groups: %s's gear group must be a whole number 1..1000, got %r" % (host, g))
-        out[host] = int(g)
+        out[host] = RECORD_CHECKS["group"]("gear_groups.%s" % host, g)
     return out
 
 

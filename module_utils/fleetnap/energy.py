@@ -134,10 +134,9 @@ def read_power_file(path):
 MAX_LINE = 1024 * 1024          # one shift's line: every host's state, a million bytes is beyond any fleet
 
 
-def read_history(lines, where="history"):
-    """[(epoch, {host: state})] sorted by time, from history.jsonl lines. Every line strict JSON
-    (parse.loads), its ``finished`` an ISO time in UTC within 2000-01-01 .. a year from now."""
-    out = []
+def history_records(lines, where="history"):
+    """(where and line number, the line's JSON object) for each line of history.jsonl that is not
+    empty: strict JSON (parse.loads), at most MAX_LINE bytes; EnergyError naming the line otherwise."""
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -150,6 +149,14 @@ def read_history(lines, where="history"):
             raise EnergyError(str(exc) if "not valid JSON" not in str(exc) else "%s is not valid JSON" % at)
         if not isinstance(rec, dict):
             raise EnergyError("%s: expected a JSON object" % at)
+        yield at, rec
+
+
+def read_history(lines, where="history"):
+    """[(epoch, {host: state})] sorted by time, from history.jsonl lines. Every line strict JSON
+    (parse.loads), its ``finished`` an ISO time in UTC within 2000-01-01 .. a year from now."""
+    out = []
+    for at, rec in history_records(lines, where):
         power = rec.get("power", {})
         if not isinstance(power, dict) or any(not isinstance(s, str) or s not in STATES for s in power.values()):
             raise EnergyError("%s: power must map hosts to one of %s" % (at, ", ".join(STATES)))

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import math
 
-from ansible.module_utils.fleetnap import hostlist, parse
-from ansible.module_utils.fleetnap.energy import EnergyError, parse_time
+from ansible.module_utils.fleetnap import hostlist
+from ansible.module_utils.fleetnap.energy import EnergyError, history_records, parse_time
 
 ACTIONS = ("up", "down")
-MAX_LINE = 1024 * 1024
 MAX_S = 86400.0
 
 
@@ -55,29 +54,21 @@ def read_shifts(lines, where="history"):
     """[{finished (ISO), epoch, duration_s, took}] oldest first, from history.jsonl lines (strict
     JSON per line, ``finished`` an ISO time in UTC within 2000-01-01 .. a year from now)."""
     out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        at = "%s line %d" % (where, i)
-        if len(line) > MAX_LINE:
-            raise ConfError("%s is longer than %d bytes: not a line gear_record writes" % (at, MAX_LINE))
-        try:
-            rec = parse.loads(line, at, MAX_LINE)
-        except parse.ParseError as exc:
-            raise ConfError(str(exc))
-        if not isinstance(rec, dict):
-            raise ConfError("%s: expected a JSON object" % at)
-        try:
-            epoch = parse_time(rec.get("finished"), at + ": finished")
-        except EnergyError as exc:
-            raise ConfError(str(exc))
-        d = rec.get("duration_s")
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or not 0 <= d <= MAX_S:
-            raise ConfError("%s: duration_s must be seconds between 0 and %d, got %r" % (at, MAX_S, d))
-        out.append({"finished": rec["finished"], "epoch": epoch, "duration_s": float(d),
-                    "took": _took(rec.get("took"), at)})
+    try:
+        for at, rec in history_records(lines, where):
+            out.append(_shift(at, rec))
+    except EnergyError as exc:
+        raise ConfError(str(exc))
     out.sort(key=lambda s: s["epoch"])
     return out
+
+
+def _shift(at, rec):
+    epoch = parse_time(rec.get("finished"), at + ": finished")
+    d = rec.get("duration_s")
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or not 0 <= d <= MAX_S:
+        raise ConfError("%s: duration_s must be seconds between 0 and %d, got %r" % (at, MAX_S, d))
+    return {"finished": rec["finished"], "epoch": epoch, "duration_s": float(d), "took": _took(rec.get("took"), at)}
 
 
 def measured(shifts, hosts):

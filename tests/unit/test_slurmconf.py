@@ -8,6 +8,7 @@ import pytest
 
 from ansible.module_utils.fleetnap import hostlist as hl
 from ansible.module_utils.fleetnap import slurmconf as sc
+from ansible.module_utils.fleetnap.energy import MAX_LINE
 from conftest import REPO, run_module
 
 GROUPS = {"lab1": 1, "lab2": 2, "lab3": 3, "lab4": 1, "lab5": 2, "lab6": 3}
@@ -85,7 +86,7 @@ def test_hosts_never_parked_do_not_set_the_timeouts_and_names_sort_naturally():
 
 
 @pytest.mark.parametrize("bad,words", [
-    ("{", "line 2 is not valid JSON"),
+    ("{", "h.jsonl line 2 is not valid JSON"),
     ("[1]", "line 2: expected a JSON object"),
     (json.dumps({"finished": "yesterday", "duration_s": 1}), "line 2: finished: 'yesterday' is not an ISO time"),
     (json.dumps({"finished": "2026-11-27T11:00:00+02:00", "duration_s": 1}), "is not a UTC time"),
@@ -100,7 +101,7 @@ def test_hosts_never_parked_do_not_set_the_timeouts_and_names_sort_naturally():
      "took[a]: elapsed_s must be seconds between 0 and 86400"),
     (json.dumps({"finished": "2026-11-27T11:00:00Z", "duration_s": 1, "took": {"a": took("up", "5")}}),
      "took[a]: elapsed_s must be seconds"),
-    ("x" * (sc.MAX_LINE + 1), "longer than"),
+    ("x" * (MAX_LINE + 1), "longer than"),
 ])
 def test_a_bad_history_line_is_named(bad, words):
     with pytest.raises(sc.ConfError) as exc:
