@@ -12,6 +12,13 @@ STAGE runs anyway (the lab suite's fixture brings the lab up itself and says why
 When a stage fails before STAGE, TARGET is stopped (its process group) before the --finally
 targets run.
 
+``--beside STAGE[,STAGE...]:WITH[:NICE]`` runs those stages one after another, at CPU priority
+NICE (19, the lowest, unless given), from the moment stage WITH starts: they count as any stage
+does, but take mostly the CPU the stages in front leave idle (the lab's TCG guests keep about 1.3
+of CI's 2 cores busy). Their output goes to their logs only; each one's end is printed when it
+comes. A stage in front does not start once one beside failed, nor does one beside start once one
+in front failed; the run waits for them before --finally.
+
 Each stage's output is printed as it comes and kept in LOG_DIR/stage-NAME.log. When a stage
 failed, the very end of the output (after the table of times, where a CI summary that shows only
 the last lines of a run still sees it) says why: the lines of its log that name a failure (pytest's
@@ -137,6 +144,66 @@ class Background(object):
         return self.row
 
 
+class Beside(object):
+    """Stages run one after another at a low CPU priority in a thread of their own (see the module's
+    docstring)."""
+
+    def __init__(self, spec: str, log_dir: str):
+        parts = spec.split(":")
+        self.stages = [s for s in parts[0].split(",") if s]
+        self.with_stage = parts[1] if len(parts) > 1 else ""
+        nice = parts[2] if len(parts) > 2 else "19"
+        if len(parts) > 3 or not self.stages or not self.with_stage or not nice.isdigit() or not 0 <= int(nice) <= 19:
+            raise ValueError("--beside %r: expected STAGE[,STAGE...]:WITH[:NICE], NICE 0..19" % spec)
+        self.nice = int(nice)
+        self.log_dir = log_dir
+        os.makedirs(log_dir, exist_ok=True)
+        self.rows: list[tuple] = []
+        self.failed_log = None
+        self.front_failed = threading.Event()
+        self.thread = None
+
+    def start(self) -> None:
+        print("===== make %s (beside %s, nice %d; logs: %s/stage-NAME.log) ====="
+              % (", ".join(self.stages), self.with_stage, self.nice, self.log_dir), flush=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @property
+    def failed(self) -> bool:
+        return self.failed_log is not None
+
+    def _run(self) -> None:
+        for stage in self.stages:
+            if self.failed or self.front_failed.is_set():
+                self.rows.append((stage + " (beside)", None, "not run"))
+                continue
+            t0 = time.monotonic()
+            path = os.path.join(self.log_dir, "stage-%s.log" % stage)
+            try:
+                with open(path, "wb") as log:
+                    rc = subprocess.call(["nice", "-n", str(self.nice), "make", "--no-print-directory", stage], stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            except OSError as exc:      # no log, no nice: a failure of the stage, said so
+                print("run_stages: cannot run make %s beside %s: %s" % (stage, self.with_stage, exc), flush=True)
+                rc = 127
+            secs = time.monotonic() - t0
+            skipped = skipped_tests(path)
+            what = ("passed" if rc == 0 else "FAILED (rc=%d)" % rc) + (
+                "" if skipped is None else "; %d skipped (reasons in its log)" % skipped)
+            print("\n===== make %s (beside %s): %s in %.0f s =====" % (stage, self.with_stage, what, secs), flush=True)
+            self.rows.append((stage + " (beside)", secs, what))
+            if rc:
+                self.failed_log = (stage, path)
+
+    def wait(self) -> list[tuple]:
+        if self.thread is None:
+            self.rows = [(stage + " (beside)", None, "not run") for stage in self.stages]
+        else:
+            self.thread.join()
+        return self.rows
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stages", nargs="+")
@@ -144,19 +211,31 @@ def main(argv: list[str]) -> int:
                     help="a target run at the end whatever happened (repeatable)")
     ap.add_argument("--background", action="append", default=[], metavar="TARGET:STAGE",
                     help="start TARGET at once, wait for it before STAGE (repeatable)")
+    ap.add_argument("--beside", action="append", default=[], metavar="STAGE[,STAGE...]:WITH[:NICE]",
+                    help="run these stages at nice NICE (19) from when WITH starts (repeatable)")
     ap.add_argument("--log-dir", default="artifacts")
     args = ap.parse_args(argv)
     rows, rc = [], 0
     failed_log = None
     t_all = time.monotonic()
+    try:
+        beside = [Beside(spec, args.log_dir) for spec in args.beside]
+    except ValueError as exc:
+        ap.error(str(exc))
+    unknown = [b.with_stage for b in beside if b.with_stage not in args.stages]
+    if unknown:
+        ap.error("--beside ...:WITH must name one of the stages: %s" % ", ".join(unknown))
     background = [Background(spec, args.log_dir) for spec in args.background]
     for stage in args.stages:
-        if rc:
+        if rc or any(b.failed for b in beside):
             rows.append((stage, None, "not run"))
             continue
         for bg in background:
             if bg.before == stage and bg.row is None:
                 rows.append(bg.wait())
+        for b in beside:
+            if b.with_stage == stage:
+                b.start()
         code, secs, log = run(stage, args.log_dir)
         skipped = skipped_tests(log)
         rows.append((stage, secs, ("passed" if code == 0 else "FAILED (rc=%d)" % code)
@@ -164,6 +243,14 @@ def main(argv: list[str]) -> int:
         if code:
             failed_log = (stage, log)
         rc = code
+        if rc:
+            for b in beside:
+                b.front_failed.set()
+    for b in beside:            # stages beside end before the --finally ones (lab-down)
+        rows.extend(b.wait())
+        if b.failed and failed_log is None:
+            failed_log = b.failed_log
+        rc = rc or (2 if b.failed else 0)
     for bg in background:       # a background target ends before the --finally ones (lab-down)
         if bg.row is None:
             if rc:
@@ -180,8 +267,8 @@ def main(argv: list[str]) -> int:
     total = time.monotonic() - t_all
     print("\n===== stages =====")
     for name, secs, what in rows:
-        print("%-16s %9s  %s" % (name, "-" if secs is None else "%.0f s" % secs, what))
-    print("%-16s %9s" % ("total", "%.0f s" % total))
+        print("%-24s %9s  %s" % (name, "-" if secs is None else "%.0f s" % secs, what))
+    print("%-24s %9s" % ("total", "%.0f s" % total))
     if failed_log:
         name, path = failed_log
         lines = failure_lines(path)

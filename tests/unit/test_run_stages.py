@@ -1,8 +1,11 @@
 """tests/run_stages.py (what 'make test' runs) with a Makefile of its own: stages in order, a
-background target waited for before its stage, the --finally targets after everything."""
+background target waited for before its stage, stages beside another at nice 19, the --finally
+targets after everything."""
 
 import subprocess
 import sys
+
+import pytest
 
 from conftest import REPO
 
@@ -19,6 +22,12 @@ bgfail:
 \t@echo boom; exit 4
 down:
 \t@echo down >> order
+niced:
+\t@echo niced-$$(nice) >> order; sleep 0.5; echo niced-end >> order
+failsoon:
+\t@sleep 0.5; echo failsoon >> order; exit 3
+slow:
+\t@echo slow-start >> order; sleep 3; echo slow-end >> order
 skips:
 \t@printf 'x\\nskipped: 2 tests\\n  2 this kernel can suspend\\nskipped: 1 test\\n'
 verify:
@@ -57,6 +66,53 @@ def test_a_failed_background_target_prints_its_log_and_the_stage_still_runs(tmp_
     proc, order = run(tmp_path, "a", "b", "--background", "bgfail:b")
     assert "bgfail (background): FAILED (rc=" in proc.stdout and "boom" in proc.stdout
     assert order[-1] == "b" and proc.returncode == 0
+
+
+def test_stages_beside_run_at_nice_19_from_their_stage_on_and_are_waited_for(tmp_path):
+    proc, order = run(tmp_path, "b", "slow", "a", "--beside", "niced,bg:slow", "--finally", "down")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # not before their stage; at the lowest priority; one after the other; beside the stages in
+    # front (niced and bg both ran before 'slow' ended); waited for before --finally
+    assert order.index("b") < order.index("slow-start") < order.index("niced-19")
+    assert order.index("niced-end") < order.index("bg-start") < order.index("slow-end")
+    assert order.index("bg-end") < order.index("down") and order[-1] == "down"
+    table = proc.stdout[proc.stdout.index("===== stages ====="):]
+    assert "niced (beside)" in table and "bg (beside)" in table and "FAILED" not in table
+
+
+def test_a_failed_stage_beside_fails_the_run_and_stops_the_stages_in_front(tmp_path):
+    proc, order = run(tmp_path, "slow", "a", "--beside", "bad,b:slow", "--finally", "down")
+    assert proc.returncode == 2
+    # slow was running when bad failed: it ends; a (after it) and b (beside, after bad) do not start
+    assert sorted(order[:2]) == ["bad", "slow-start"] and order[2:] == ["slow-end", "down"]
+    table = proc.stdout[proc.stdout.index("===== stages ====="):]
+    assert "bad (beside)" in table and "FAILED (rc=2)" in table
+    assert [ln for ln in table.splitlines() if ln.startswith("a ")][0].rstrip().endswith("not run")
+    assert "===== why bad failed" in proc.stdout
+
+
+def test_a_failed_stage_in_front_leaves_the_stages_beside_not_started_unrun(tmp_path):
+    proc, order = run(tmp_path, "failsoon", "a", "--beside", "slow,b:failsoon", "--finally", "down")
+    assert proc.returncode == 2
+    # slow started with failsoon (its stage) and ends; b, after the failure, does not start, nor a
+    assert order == ["slow-start", "failsoon", "slow-end", "down"]
+    table = proc.stdout[proc.stdout.index("===== stages ====="):]
+    assert [ln for ln in table.splitlines() if ln.startswith("b (beside)")][0].rstrip().endswith("not run")
+
+
+def test_beside_at_a_nice_level_of_its_own_and_two_chains_beside_two_stages(tmp_path):
+    proc, order = run(tmp_path, "slow", "a", "--beside", "niced:slow:7", "--beside", "b:a")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "niced-7" in order and order.index("a-start") < order.index("b")
+
+
+@pytest.mark.parametrize("spec,why", [("b:nosuch", "must name one of the stages: nosuch"),
+                                      ("b", "expected STAGE[,STAGE...]:WITH[:NICE]"),
+                                      ("b:a:20", "NICE 0..19"), ("b:a:-1", "NICE 0..19"), ("b:a:x", "NICE 0..19"),
+                                      (":a", "expected STAGE"), ("b:a:1:2", "expected STAGE")])
+def test_beside_refuses_what_it_cannot_run(tmp_path, spec, why):
+    proc, order = run(tmp_path, "a", "--beside", spec)
+    assert proc.returncode == 2 and why in proc.stdout + proc.stderr and order == []
 
 
 def test_the_end_of_the_output_says_why_a_stage_failed(tmp_path):
