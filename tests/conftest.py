@@ -3,7 +3,7 @@
 - ``module_utils/fleetnap`` is importable in plain unit tests as ``ansible.module_utils.fleetnap``.
 - ``run_module`` runs a module of ``library/`` through the real ``ansible`` CLI on localhost,
   with the target's interpreter (/usr/bin/python3, standard library only), and returns its result.
-- ``materialize`` turns a captured machine from tests/data/cpuidle into a tree under tmp_path
+- ``materialize`` turns a captured machine from tests/data/cpuidle (or tests/data/pstates) into a tree under tmp_path
   (``ro|`` files mode 0444 as sysfs shows them, ``rw|`` 0644, the captured kernel command line in
   proc/cmdline), for ``sysfs_root``.
 """
@@ -23,6 +23,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"   # the reference data carried in the repository (tests/data/README.md)
 CPUIDLE_DATA = DATA / "cpuidle"
+PSTATE_DATA = DATA / "pstates"
 VENV_BIN = Path(sys.executable).parent
 TARGET_PYTHON = "/usr/bin/python3"
 
@@ -37,13 +38,18 @@ def dataset_names():
     return sorted(p.stem for p in CPUIDLE_DATA.glob("*.txt"))
 
 
+def pstate_names():
+    return sorted(p.stem for p in PSTATE_DATA.glob("*.txt"))
+
+
 sys.path.insert(0, str(REPO / "lab"))
 from sim import parse_capture  # noqa: E402  (one parser of the captured-machine format)
 
 
-def materialize(dataset: str, dest: Path) -> Path:
-    """Write the captured sysfs of ``dataset`` under ``dest``; return ``dest`` (a sysfs_root)."""
-    cmdline, entries = parse_capture(CPUIDLE_DATA / ("%s.txt" % dataset))
+def materialize(dataset: str, dest: Path, data: Path = CPUIDLE_DATA) -> Path:
+    """Write the captured sysfs of ``dataset`` under ``dest``; return ``dest`` (a sysfs_root).
+    ``data``: the folder of captures (cpuidle, or PSTATE_DATA for the CPU frequency part)."""
+    cmdline, entries = parse_capture(data / ("%s.txt" % dataset))
     for mode, path, value in entries:
         target = dest / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -70,3 +70,31 @@ def thesis_measurements():
     for row in csv.DictReader(rows):
         out[row["pepc_dataset"]][row["state"]] = (float(row["declared_us"]), float(row["measured_max_ns"]) / 1000.0)
     return dict(out)
+
+
+PSTATE_POLICY = re.compile(r"^/sys/devices/system/cpu/cpufreq/policy(\d+)/(\w+)$")
+PSTATE_EPB = re.compile(r"^/sys/devices/system/cpu/cpu(\d+)/power/energy_perf_bias$")
+PSTATE_UNCORE = re.compile(r"^/sys/devices/system/cpu/intel_uncore_frequency/([^/]+)/(\w+)$")
+PSTATE_GLOBAL = re.compile(r"^/sys/devices/system/cpu/(intel_pstate|amd_pstate|cpufreq)/(\w+)$")
+
+
+@functools.lru_cache(maxsize=None)
+def raw_pstates(dataset):
+    """{"policy": {N: {file: value}}, "epb": {cpu: value}, "uncore": {dir: {file: value}},
+    "global": {"intel_pstate/status": value, ...}} straight from tests/data/pstates/NAME.txt."""
+    out = {"policy": defaultdict(dict), "epb": {}, "uncore": defaultdict(dict), "global": {}}
+    for line in (DATA / "pstates" / ("%s.txt" % dataset)).read_text().splitlines():
+        if line.startswith("#") or not line:
+            continue
+        _mode, path, value = line.split("|", 2)
+        m = PSTATE_POLICY.match(path)
+        if m:
+            out["policy"][int(m.group(1))][m.group(2)] = value
+        elif PSTATE_EPB.match(path):
+            out["epb"][int(PSTATE_EPB.match(path).group(1))] = value
+        elif PSTATE_UNCORE.match(path):
+            d, f = PSTATE_UNCORE.match(path).groups()
+            out["uncore"][d][f] = value
+        elif PSTATE_GLOBAL.match(path):
+            out["global"]["%s/%s" % PSTATE_GLOBAL.match(path).groups()] = value
+    return {"policy": dict(out["policy"]), "epb": out["epb"], "uncore": dict(out["uncore"]), "global": out["global"]}

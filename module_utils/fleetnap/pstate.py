@@ -1,0 +1,247 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A host's CPU frequency policy as sysfs shows it: cpufreq policies, the P-state driver and its
+mode, EPP and EPB, turbo, and the uncore frequency (legacy and TPMI layouts).
+
+The reading half of the whole-CPU power policy (issue 38): every file goes through the file layer
+(``sysfs.HostFS``: no link out of the root, no FIFO or device, bounded reads), and every value is
+checked for the shape the kernel gives it before it is used; a file that holds anything else is an
+error naming the file and what it holds, never a guess. A host without cpufreq (a VM, a kernel
+without a driver) reads as ``driver: None`` with no policies.
+
+Layouts (Documentation/admin-guide/pm/cpufreq.rst, intel_pstate.rst, amd-pstate.rst,
+intel_uncore_frequency):
+
+- ``/sys/devices/system/cpu/cpufreq/policyN/``: ``affected_cpus``/``related_cpus`` (CPU numbers
+  separated by spaces), ``scaling_driver``, ``scaling_governor``, ``scaling_available_governors``,
+  ``scaling_min_freq``/``scaling_max_freq`` and ``cpuinfo_min_freq``/``cpuinfo_max_freq`` (kHz),
+  ``base_frequency`` (intel_pstate, kHz), ``energy_performance_preference`` and
+  ``energy_performance_available_preferences`` (intel_pstate with HWP, amd-pstate-epp),
+  ``scaling_available_frequencies`` (acpi-cpufreq), ``boost``/``cpb`` (per policy, where offered).
+- ``/sys/devices/system/cpu/intel_pstate/``: ``status`` (active, passive, off), ``no_turbo``,
+  ``min_perf_pct``, ``max_perf_pct``, ``hwp_dynamic_boost``, ``num_pstates``, ``turbo_pct``.
+- ``/sys/devices/system/cpu/amd_pstate/status`` (active, passive, guided, disable).
+- ``/sys/devices/system/cpu/cpufreq/boost`` (acpi-cpufreq, amd-pstate).
+- ``/sys/devices/system/cpu/cpuN/power/energy_perf_bias`` (0-15).
+- ``/sys/devices/system/cpu/intel_uncore_frequency/package_XX_die_YY/`` (legacy) and
+  ``uncoreNN/`` (TPMI, with ``package_id``, ``domain_id``, ``fabric_cluster_id`` and the ELC
+  files ``elc_*``): ``min_freq_khz``, ``max_freq_khz``, ``initial_min_freq_khz``,
+  ``initial_max_freq_khz``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.module_utils.fleetnap.fileio import HostFsError, UnsafeFileError
+from ansible.module_utils.fleetnap.parse import ParseError, parse_int
+
+CPU = "/sys/devices/system/cpu"
+CPUFREQ = CPU + "/cpufreq"
+INTEL_PSTATE = CPU + "/intel_pstate"
+AMD_PSTATE = CPU + "/amd_pstate"
+UNCORE = CPU + "/intel_uncore_frequency"
+
+# Bounds of what a kernel shows: CPU numbers below NR_CPUS' largest build value, frequencies up
+# to 100 GHz in kHz, at most that many policies and uncore domains, names as the kernel spells them.
+MAX_CPUS = 8192
+MAX_KHZ = 100 * 1000 * 1000
+MAX_UNCORE = 1024
+MAX_NAMES = 64
+NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+POLICY_DIR = re.compile(r"^policy(\d{1,4})$")
+UNCORE_DIR = re.compile(r"^(?:package_(\d{2})_die_(\d{2})|uncore(\d{2,4}))$")
+INTEL_STATUS = ("active", "passive", "off")
+AMD_STATUS = ("active", "passive", "guided", "disable")
+# intel_pstate's files and their bounds (a number each); status is read apart.
+INTEL_NUMBERS = (("no_turbo", 0, 1), ("min_perf_pct", 0, 100), ("max_perf_pct", 0, 100),
+                 ("hwp_dynamic_boost", 0, 1), ("num_pstates", 0, 255), ("turbo_pct", 0, 100))
+UNCORE_KHZ = ("min_freq_khz", "max_freq_khz", "initial_min_freq_khz", "initial_max_freq_khz")
+TPMI_IDS = ("package_id", "domain_id", "fabric_cluster_id")
+ELC = re.compile(r"^elc_[a-z_]{1,40}$")
+
+
+class PstateError(HostFsError, ValueError):
+    """A CPU frequency file that holds what the kernel never shows; the message names it."""
+
+
+def _text(fs, path, required=False):
+    value = fs.read(path)
+    if value is None and required:
+        raise PstateError("%s: missing or unreadable (every cpufreq policy has it)" % fs.path(path))
+    return value
+
+
+def _number(fs, path, lo, hi, required=False):
+    text = _text(fs, path, required)
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise PstateError("%s: %r is not a whole number" % (fs.path(path), text[:40]))
+    try:
+        return parse_int(text, fs.path(path), lo, hi)
+    except ParseError as exc:
+        raise PstateError(str(exc))
+
+
+def _name(fs, path, required=False, choices=None):
+    text = _text(fs, path, required)
+    if text is None:
+        return None
+    if not NAME.match(text) or (choices and text not in choices):
+        what = "one of %s" % ", ".join(choices) if choices else "a name as the kernel writes one"
+        raise PstateError("%s: %r is not %s" % (fs.path(path), text[:40], what))
+    return text
+
+
+def _names(fs, path):
+    text = _text(fs, path)
+    if text is None:
+        return None
+    words = text.split()
+    if len(words) > MAX_NAMES or not all(NAME.match(w) for w in words):
+        raise PstateError("%s: %r is not a list of at most %d names" % (fs.path(path), text[:80], MAX_NAMES))
+    return words
+
+
+def _cpus(fs, path, required=False):
+    text = _text(fs, path, required)
+    if text is None:
+        return None
+    words = text.split()
+    if not words or not all(w.isascii() and w.isdigit() and len(w) <= 5 and int(w) < MAX_CPUS for w in words):
+        raise PstateError("%s: %r is not a list of CPU numbers below %d" % (fs.path(path), text[:80], MAX_CPUS))
+    return [int(w) for w in words]
+
+
+def _khz_list(fs, path):
+    text = _text(fs, path)
+    if text is None:
+        return None
+    words = text.split()
+    if len(words) > 512 or not all(w.isascii() and w.isdigit() and len(w) <= 9 and int(w) <= MAX_KHZ for w in words):
+        raise PstateError("%s: %r is not a list of frequencies in kHz" % (fs.path(path), text[:80]))
+    return [int(w) for w in words]
+
+
+def _epp(fs, path):
+    """A name, or the raw number 0-255 intel_pstate shows for a value no name stands for."""
+    text = _text(fs, path)
+    if text is None:
+        return None
+    if text.isascii() and text.isdigit() and len(text) <= 3 and int(text) <= 255:
+        return int(text)
+    return _name(fs, path)
+
+
+def _policy(fs, number):
+    d = "%s/policy%d" % (CPUFREQ, number)
+    khz = {key: _number(fs, "%s/%s" % (d, f), 0, MAX_KHZ, required=req)
+           for key, f, req in (("min_khz", "scaling_min_freq", True), ("max_khz", "scaling_max_freq", True),
+                               ("cpuinfo_min_khz", "cpuinfo_min_freq", True),
+                               ("cpuinfo_max_khz", "cpuinfo_max_freq", True), ("base_khz", "base_frequency", False))}
+    if khz["cpuinfo_min_khz"] > khz["cpuinfo_max_khz"]:
+        raise PstateError("%s: cpuinfo_min_freq %d kHz is above cpuinfo_max_freq %d kHz"
+                          % (fs.path(d), khz["cpuinfo_min_khz"], khz["cpuinfo_max_khz"]))
+    policy = {
+        "cpus": _cpus(fs, d + "/affected_cpus", required=True),
+        "related_cpus": _cpus(fs, d + "/related_cpus") or [],
+        "driver": _name(fs, d + "/scaling_driver", required=True),
+        "governor": _name(fs, d + "/scaling_governor", required=True),
+        "governors": _names(fs, d + "/scaling_available_governors") or [],
+        "epp": _epp(fs, d + "/energy_performance_preference"),
+        "epps": _names(fs, d + "/energy_performance_available_preferences"),
+        "frequencies_khz": _khz_list(fs, d + "/scaling_available_frequencies"),
+        "boost": _number(fs, d + "/boost", 0, 1),
+        "cpb": _number(fs, d + "/cpb", 0, 1),
+    }
+    policy.update(khz)
+    return policy
+
+
+def _uncore(fs, name, m):
+    d = "%s/%s" % (UNCORE, name)
+    dom = {"layout": "tpmi" if m.group(3) else "legacy"}
+    for f in UNCORE_KHZ:
+        dom[f.replace("_freq_khz", "_khz")] = _number(fs, "%s/%s" % (d, f), 0, MAX_KHZ, required=f in UNCORE_KHZ[:2])
+    if dom["layout"] == "legacy":
+        dom["package"], dom["die"] = int(m.group(1)), int(m.group(2))
+    else:
+        for f in TPMI_IDS:
+            dom[f] = _number(fs, "%s/%s" % (d, f), 0, 65535)
+        dom["elc"] = {f: _number(fs, "%s/%s" % (d, f), 0, MAX_KHZ) for f in fs.listdir(d) if ELC.match(f)}
+    return dom
+
+
+def _dirs(fs, parent, pattern, limit, what):
+    names = [n for n in fs.listdir(parent) if pattern.match(n)]
+    if len(names) > limit:
+        raise PstateError("%s: %d %s, more than the %d a kernel has" % (fs.path(parent), len(names), what, limit))
+    return names
+
+
+def read_pstates(fs, max_policies=MAX_CPUS):
+    """The host's CPU frequency policy (see the module's docstring). Raises PstateError or
+    UnsafeFileError naming the file when one holds what the kernel never shows."""
+    policies = {}
+    for n in _dirs(fs, CPUFREQ, POLICY_DIR, max_policies, "cpufreq policies"):
+        number = int(POLICY_DIR.match(n).group(1))
+        policies[number] = _policy(fs, number)
+    drivers = sorted({p["driver"] for p in policies.values()})
+    if len(drivers) > 1:
+        raise PstateError("%s: policies name different drivers (%s)" % (fs.path(CPUFREQ), ", ".join(drivers)))
+    intel = None
+    if fs.isdir(INTEL_PSTATE):
+        intel = {"status": _name(fs, INTEL_PSTATE + "/status", choices=INTEL_STATUS)}
+        intel.update({f: _number(fs, "%s/%s" % (INTEL_PSTATE, f), lo, hi) for f, lo, hi in INTEL_NUMBERS})
+    amd = _name(fs, AMD_PSTATE + "/status", choices=AMD_STATUS) if fs.isdir(AMD_PSTATE) else None
+    epb = {}
+    for n in fs.listdir(CPU):
+        m = re.match(r"^cpu(\d{1,4})$", n)
+        if m and int(m.group(1)) < MAX_CPUS:
+            value = _number(fs, "%s/%s/power/energy_perf_bias" % (CPU, n), 0, 15)
+            if value is not None:
+                epb[int(m.group(1))] = value
+    uncore = {}
+    for n in _dirs(fs, UNCORE, UNCORE_DIR, MAX_UNCORE, "uncore frequency domains"):
+        uncore[n] = _uncore(fs, n, UNCORE_DIR.match(n))
+    return {
+        "driver": drivers[0] if drivers else None,
+        "policies": policies,
+        "intel_pstate": intel,
+        "amd_pstate": amd,
+        # HWP: intel_pstate in active mode with EPP files (without HWP it shows none)
+        "hwp": bool(intel and intel["status"] == "active" and any(p["epp"] is not None for p in policies.values())),
+        "boost": _number(fs, CPUFREQ + "/boost", 0, 1),
+        "epb": epb,
+        "uncore": uncore,
+    }
+
+
+def summary(pstates):
+    """One line's worth for a decision table: driver, mode, governors, EPP and EPB values in use,
+    the frequency ranges, turbo, the uncore layout (each a sorted set of what the CPUs show)."""
+    pol = pstates["policies"].values()
+    intel = pstates["intel_pstate"] or {}
+    if intel.get("no_turbo") is not None:
+        turbo = "off" if intel["no_turbo"] else "on"
+    elif pstates["boost"] is not None:
+        turbo = "on" if pstates["boost"] else "off"
+    else:
+        turbo = None
+    return {
+        "driver": pstates["driver"],
+        "mode": intel.get("status") or pstates["amd_pstate"],
+        "hwp": pstates["hwp"],
+        "governors": sorted({p["governor"] for p in pol}),
+        "epp": sorted({str(p["epp"]) for p in pol if p["epp"] is not None}),
+        "epb": sorted(set(pstates["epb"].values())),
+        "khz": sorted({(p["min_khz"], p["max_khz"]) for p in pol}),
+        "turbo": turbo,
+        "uncore": sorted({d["layout"] for d in pstates["uncore"].values()}),
+        "policies": len(pstates["policies"]),
+    }
+
+
+__all__ = ["PstateError", "UnsafeFileError", "read_pstates", "summary"]
