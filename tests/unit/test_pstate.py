@@ -164,3 +164,19 @@ def test_more_policies_than_allowed_is_refused_before_reading_them(tmp_path):
     with pytest.raises(pstate.PstateError) as exc:
         pstate.read_pstates(HostFS(str(root)), max_policies=2)
     assert "4 cpufreq policies, more than the 2 a kernel has" in str(exc.value)
+
+
+def test_this_machines_kernel_reads_as_its_files_say():
+    """The live /sys of the machine running the tests (read only): a VM without a cpufreq driver
+    reads as none; a machine with one has every policy its directory lists, as its files say."""
+    live = "/sys/devices/system/cpu/cpufreq"
+    got = pstate.read_pstates(HostFS("/"))
+    dirs = sorted(int(n[6:]) for n in (os.listdir(live) if os.path.isdir(live) else []) if n[6:].isdigit()
+                  and n.startswith("policy"))
+    assert sorted(got["policies"]) == dirs
+    for n in dirs:
+        with open("%s/policy%d/scaling_governor" % (live, n)) as fh:
+            assert got["policies"][n]["governor"] == fh.read().strip()
+        with open("%s/policy%d/cpuinfo_max_freq" % (live, n)) as fh:     # fixed at boot
+            assert got["policies"][n]["cpuinfo_max_khz"] == int(fh.read())
+    assert (got["driver"] is None) == (not dirs)
