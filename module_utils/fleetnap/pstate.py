@@ -244,4 +244,213 @@ def summary(pstates):
     }
 
 
-__all__ = ["PstateError", "UnsafeFileError", "read_pstates", "summary"]
+# ---------------------------------------------------------------------------------------------
+# A profile's CPU frequency fields -> the sysfs writes, decided on what the host shows
+# ---------------------------------------------------------------------------------------------
+
+FIELDS = ("governor", "min_khz", "max_khz", "turbo", "epp", "epb", "uncore_min_khz", "uncore_max_khz")
+# x86_energy_perf_policy's and the kernel's names for EPB values (Documentation/admin-guide/pm/
+# intel_epb.rst): a name is written as its number.
+EPB_NAMES = {"performance": 0, "balance-performance": 4, "normal": 6, "balance-power": 8, "power": 15}
+FREQ_WORDS = ("min", "max", "base")
+PERCENT = re.compile(r"^(\d{1,3})%$")
+
+
+class FieldError(ValueError):
+    """A profile field whose value has the wrong type or shape (before any host is read)."""
+
+
+def _check_field(name, value):
+    """The value of one field as plan() uses it; FieldError naming the field otherwise."""
+    if name in ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz"):
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise FieldError("%s: give kHz as a whole number, min, max, base or a percentage like 50%%, not %r"
+                             % (name, value))
+        if isinstance(value, int):
+            if not 0 < value <= MAX_KHZ:
+                raise FieldError("%s: %d kHz is not in 1..%d" % (name, value, MAX_KHZ))
+        elif value not in FREQ_WORDS and not (PERCENT.match(value) and int(PERCENT.match(value).group(1)) <= 100):
+            raise FieldError("%s: %r is not kHz, min, max, base nor a percentage 0%%..100%%" % (name, value[:40]))
+        if name.startswith("uncore") and isinstance(value, str) and value == "base":
+            raise FieldError("%s: the uncore has no base frequency; give kHz, min, max or a percentage" % name)
+    elif name == "turbo":
+        if not isinstance(value, bool):
+            raise FieldError("turbo: give true or false, not %r" % (value,))
+    elif name == "governor":
+        if not isinstance(value, str) or not NAME.match(value):
+            raise FieldError("governor: %r is not a governor's name" % (value,))
+    elif name == "epp":
+        if isinstance(value, bool) or not (isinstance(value, int) and 0 <= value <= 255
+                                           or isinstance(value, str) and NAME.match(value)):
+            raise FieldError("epp: give a preference's name or a number 0..255, not %r" % (value,))
+    elif name == "epb":
+        if isinstance(value, bool) or not (isinstance(value, int) and 0 <= value <= 15 or value in EPB_NAMES):
+            raise FieldError("epb: give 0..15 or one of %s, not %r" % (", ".join(EPB_NAMES), value))
+    else:
+        raise FieldError("%s: not a CPU frequency field (%s)" % (name, ", ".join(FIELDS)))
+    return value
+
+
+def _khz(field, value, lo, hi, base):
+    """A frequency field's value in kHz for a range lo..hi (cpuinfo's, or the uncore's initial)."""
+    if isinstance(value, int):
+        return value
+    if value == "min":
+        return lo
+    if value == "max":
+        return hi
+    if value == "base":
+        return base
+    return lo + (hi - lo) * int(PERCENT.match(value).group(1)) // 100
+
+
+def plan(pstates, fields):
+    """The writes a profile's CPU frequency ``fields`` need on a host that shows ``pstates``
+    (read_pstates): ``(writes, problems)``, writes a list of ``(path, new, old)`` in the order to
+    make them (a new minimum above the old maximum raises the maximum first), problems a list of
+    sentences naming the field and what the host allows. A field absent or None leaves its knob
+    as it is. Writes nothing; when problems is not empty the caller must not write either."""
+    fields = {k: v for k, v in fields.items() if v is not None}
+    for name, value in fields.items():
+        _check_field(name, value)
+    writes, problems = [], []
+    policies = pstates["policies"]
+    needs_policy = [f for f in ("governor", "min_khz", "max_khz", "epp") if f in fields]
+    if needs_policy and not policies:
+        problems.append("%s: this host has no cpufreq driver (no /sys/devices/system/cpu/cpufreq/policy*)"
+                        % ", ".join(needs_policy))
+    for number in sorted(policies):
+        _plan_policy(pstates, number, fields, writes, problems)
+    _plan_turbo(pstates, fields, writes, problems)
+    _plan_epb(pstates, fields, writes, problems)
+    _plan_uncore(pstates, fields, writes, problems)
+    # one sentence per field and cause, not one per CPU
+    seen, unique = set(), []
+    for p in problems:
+        if p not in seen:
+            seen.add(p)
+            unique.append(p)
+    return (writes if not unique else []), unique
+
+
+def _plan_policy(pstates, number, fields, writes, problems):
+    p = pstates["policies"][number]
+    d = "%s/policy%d" % (CPUFREQ, number)
+    governor = fields.get("governor", p["governor"])
+    if "governor" in fields:
+        if governor not in p["governors"]:
+            offered = ", ".join(p["governors"]) or "none"
+            problems.append("governor: %s offers %s, not %s" % (p["driver"], offered, governor))
+        elif governor != p["governor"]:
+            writes.append((d + "/scaling_governor", governor, p["governor"]))
+    lo, hi = p["cpuinfo_min_khz"], p["cpuinfo_max_khz"]
+    new = {}
+    for f, key in (("min_khz", "min_khz"), ("max_khz", "max_khz")):
+        if f not in fields:
+            continue
+        if fields[f] == "base" and p["base_khz"] is None:
+            problems.append("%s: base needs base_frequency, which %s does not show" % (f, p["driver"]))
+            continue
+        khz = _khz(f, fields[f], lo, hi, p["base_khz"])
+        if not lo <= khz <= hi:
+            problems.append("%s: %d kHz is outside what the CPUs allow, %d..%d kHz (cpuinfo_min_freq..cpuinfo_max_freq)"
+                            % (f, khz, lo, hi))
+            continue
+        new[key] = khz
+    low, high = new.get("min_khz", p["min_khz"]), new.get("max_khz", p["max_khz"])
+    if low > high:
+        problems.append("min_khz, max_khz: the minimum %d kHz would be above the maximum %d kHz" % (low, high))
+    else:
+        order = ("max_khz", "min_khz") if low > p["max_khz"] else ("min_khz", "max_khz")
+        for key in order:
+            if key in new and new[key] != p[key]:
+                writes.append(("%s/scaling_%s_freq" % (d, key[:3]), str(new[key]), str(p[key])))
+    if "epp" in fields:
+        _plan_epp(pstates, p, d, governor, fields["epp"], writes, problems)
+
+
+def _plan_epp(pstates, p, d, governor, epp, writes, problems):
+    if p["epp"] is None:
+        passive = " (passive)" if p["driver"] == "intel_cpufreq" else ""
+        problems.append("epp: %s%s shows no energy_performance_preference (EPP needs intel_pstate with HWP "
+                        "or amd-pstate in active mode)" % (p["driver"], passive))
+        return
+    if isinstance(epp, int):
+        if p["driver"] != "intel_pstate":
+            problems.append("epp: %s takes a name (%s), not a number" % (p["driver"], ", ".join(p["epps"] or [])))
+            return
+    elif epp not in (p["epps"] or []):
+        problems.append("epp: %s offers %s, not %s" % (p["driver"], ", ".join(p["epps"] or []) or "none", epp))
+        return
+    if governor == "performance" and p["driver"] == "intel_pstate" and epp not in ("performance", 0):
+        # intel_pstate.rst: with the performance governor the EPP is 0 and a write of anything else fails
+        problems.append("epp: under the performance governor intel_pstate takes only performance (0), not %s" % epp)
+        return
+    if str(epp) != str(p["epp"]):
+        writes.append((d + "/energy_performance_preference", str(epp), str(p["epp"])))
+
+
+def _plan_turbo(pstates, fields, writes, problems):
+    if "turbo" not in fields:
+        return
+    intel = pstates["intel_pstate"]
+    if intel and intel.get("no_turbo") is not None:
+        new = "0" if fields["turbo"] else "1"
+        if new != str(intel["no_turbo"]):
+            writes.append((INTEL_PSTATE + "/no_turbo", new, str(intel["no_turbo"])))
+    elif pstates["boost"] is not None:
+        new = "1" if fields["turbo"] else "0"
+        if new != str(pstates["boost"]):
+            writes.append((CPUFREQ + "/boost", new, str(pstates["boost"])))
+    else:
+        problems.append("turbo: this host shows neither intel_pstate/no_turbo nor cpufreq/boost")
+
+
+def _plan_epb(pstates, fields, writes, problems):
+    if "epb" not in fields:
+        return
+    if not pstates["epb"]:
+        problems.append("epb: this host shows no energy_perf_bias (an Intel CPU with the EPB MSR has one per CPU)")
+        return
+    want = EPB_NAMES.get(fields["epb"], fields["epb"])
+    for cpu in sorted(pstates["epb"]):
+        if pstates["epb"][cpu] != want:
+            writes.append(("%s/cpu%d/power/energy_perf_bias" % (CPU, cpu), str(want), str(pstates["epb"][cpu])))
+
+
+def _plan_uncore(pstates, fields, writes, problems):
+    asked = [f for f in ("uncore_min_khz", "uncore_max_khz") if f in fields]
+    if not asked:
+        return
+    domains = pstates["uncore"]
+    # TPMI domains where the host has them (its legacy package directories then stand for all of a
+    # package's domains at once); the legacy ones otherwise
+    names = sorted(n for n, u in domains.items() if u["layout"] == "tpmi") or sorted(domains)
+    if not names:
+        problems.append("%s: this host shows no intel_uncore_frequency domains" % ", ".join(asked))
+        return
+    for n in names:
+        u = domains[n]
+        lo = u["initial_min_khz"] if u["initial_min_khz"] is not None else u["min_khz"]
+        hi = u["initial_max_khz"] if u["initial_max_khz"] is not None else u["max_khz"]
+        new = {}
+        for f in asked:
+            khz = _khz(f, fields[f], lo, hi, None)
+            if not lo <= khz <= hi:
+                problems.append("%s: %d kHz is outside what the uncore allows, %d..%d kHz (initial_min..initial_max)"
+                                % (f, khz, lo, hi))
+                continue
+            new[f[len("uncore_"):]] = khz
+        low, high = new.get("min_khz", u["min_khz"]), new.get("max_khz", u["max_khz"])
+        if low > high:
+            problems.append("uncore_min_khz, uncore_max_khz: the minimum %d kHz would be above the maximum %d kHz"
+                            % (low, high))
+            continue
+        d = "%s/%s" % (UNCORE, n)
+        order = ("max_khz", "min_khz") if low > u["max_khz"] else ("min_khz", "max_khz")
+        for key in order:
+            if key in new and new[key] != u[key]:
+                writes.append(("%s/%s_freq_khz" % (d, key[:3]), str(new[key]), str(u[key])))
+
+
+__all__ = ["FIELDS", "FieldError", "PstateError", "UnsafeFileError", "plan", "read_pstates", "summary"]

@@ -180,3 +180,163 @@ def test_this_machines_kernel_reads_as_its_files_say():
         with open("%s/policy%d/cpuinfo_max_freq" % (live, n)) as fh:     # fixed at boot
             assert got["policies"][n]["cpuinfo_max_khz"] == int(fh.read())
     assert (got["driver"] is None) == (not dirs)
+
+
+# --- plan(): a profile's CPU frequency fields -> the writes, decided on what the host shows ----
+
+def _policy_files(raw):
+    return {n: f for n, f in raw["policy"].items()}
+
+
+def _predict_max_half(raw):
+    """Independent: scaling_max_freq at the middle of cpuinfo's range on every policy, unless it
+    would fall under scaling_min_freq (then nothing is written and the field is refused)."""
+    writes, refused = [], False
+    for n, f in sorted(_policy_files(raw).items()):
+        lo, hi = int(f["cpuinfo_min_freq"]), int(f["cpuinfo_max_freq"])
+        want = lo + (hi - lo) * 50 // 100
+        if want < int(f["scaling_min_freq"]):
+            refused = True
+        elif want != int(f["scaling_max_freq"]):
+            writes.append(("/sys/devices/system/cpu/cpufreq/policy%d/scaling_max_freq" % n, str(want), f["scaling_max_freq"]))
+    return ([] if refused else writes), refused
+
+
+@pytest.mark.parametrize("name", pstate_names())
+def test_plan_on_every_captured_machine_is_what_an_independent_reader_predicts(trees, name):
+    got = pstate.read_pstates(HostFS(str(trees[name])))
+    raw = raw_pstates(name)
+    g = raw["global"]
+    # the frequency cap
+    writes, problems = pstate.plan(got, {"max_khz": "50%"})
+    want, refused = _predict_max_half(raw)
+    assert writes == want and bool(problems) == refused, problems
+    # turbo off: intel_pstate's no_turbo where it has one, cpufreq/boost otherwise
+    writes, problems = pstate.plan(got, {"turbo": False})
+    if "intel_pstate/no_turbo" in g:
+        assert problems == [] and writes == ([] if g["intel_pstate/no_turbo"] == "1" else
+                                             [("/sys/devices/system/cpu/intel_pstate/no_turbo", "1", "0")])
+    elif "cpufreq/boost" in g:
+        assert problems == [] and writes == ([] if g["cpufreq/boost"] == "0" else
+                                             [("/sys/devices/system/cpu/cpufreq/boost", "0", "1")])
+    else:
+        assert writes == [] and problems == ["turbo: this host shows neither intel_pstate/no_turbo nor cpufreq/boost"]
+    # EPB by name, on every CPU that has one
+    writes, problems = pstate.plan(got, {"epb": "power"})
+    if raw["epb"]:
+        assert problems == []
+        assert writes == [("/sys/devices/system/cpu/cpu%d/power/energy_perf_bias" % c, "15", v)
+                          for c, v in sorted(raw["epb"].items()) if v != "15"]
+    else:
+        assert writes == [] and problems[0].startswith("epb: this host shows no energy_perf_bias")
+    # EPP by name: where the driver shows EPP, offers the name and the governor allows it
+    writes, problems = pstate.plan(got, {"epp": "power"})
+    files = _policy_files(raw)
+    offers = all("power" in f.get("energy_performance_available_preferences", "").split() for f in files.values())
+    performance = any(f["scaling_governor"] == "performance" for f in files.values())
+    if offers and not performance:
+        assert problems == []
+        assert writes == [("/sys/devices/system/cpu/cpufreq/policy%d/energy_performance_preference" % n, "power",
+                           f["energy_performance_preference"]) for n, f in sorted(files.items())
+                          if f["energy_performance_preference"] != "power"]
+    else:
+        assert writes == [] and problems and all(p.startswith("epp: ") for p in problems)
+    # the uncore's maximum down to its initial minimum, TPMI domains where there are some
+    writes, problems = pstate.plan(got, {"uncore_max_khz": "min"})
+    tpmi = sorted(d for d in raw["uncore"] if d.startswith("uncore"))
+    domains = tpmi or sorted(raw["uncore"])
+    if not domains:
+        assert writes == [] and problems == ["uncore_max_khz: this host shows no intel_uncore_frequency domains"]
+    else:
+        want = []
+        for d in domains:
+            f = raw["uncore"][d]
+            lo = f.get("initial_min_freq_khz", f["min_freq_khz"])
+            if int(lo) < int(f["min_freq_khz"]):
+                want = None      # the minimum above the new maximum: refused
+                break
+            if lo != f["max_freq_khz"]:
+                want.append(("/sys/devices/system/cpu/intel_uncore_frequency/%s/max_freq_khz" % d, lo, f["max_freq_khz"]))
+        if want is None:
+            assert writes == [] and problems
+        else:
+            assert problems == [] and writes == want
+
+
+def test_plan_applied_gives_the_profile_and_a_second_plan_writes_nothing(tmp_path):
+    from ansible.module_utils.fleetnap.sysfs import SysfsBatch
+    root = materialize("spr1", tmp_path / "spr1", PSTATE_DATA)
+    fs = HostFS(str(root))
+    fields = {"governor": "performance", "min_khz": "base", "max_khz": "max", "epp": "performance", "turbo": False,
+              "epb": "balance-performance", "uncore_min_khz": 1200000, "uncore_max_khz": "max"}
+    writes, problems = pstate.plan(pstate.read_pstates(fs), fields)
+    assert problems == []
+    # governor first on each policy (EPP under performance is checked against the new governor),
+    # the minimum raised to base (2.2 GHz, under the maximum 3.8 GHz: the minimum first)
+    assert writes[:3] == [(POLICY.replace("sys", "/sys", 1) + "/scaling_governor", "performance", "powersave"),
+                          (POLICY.replace("sys", "/sys", 1) + "/scaling_min_freq", "2200000", "800000"),
+                          (POLICY.replace("sys", "/sys", 1) + "/energy_performance_preference", "performance",
+                           "balance_performance")]
+    batch = SysfsBatch(fs)
+    for path, new, old in writes:
+        batch.add(path, new, old)
+    batch.apply()
+    s = pstate.summary(pstate.read_pstates(fs))
+    assert (s["governors"], s["epp"], s["epb"], s["khz"], s["turbo"]) == (
+        ["performance"], ["performance"], [4], [(2200000, 3800000)], "off")
+    assert {(u["min_khz"], u["max_khz"]) for u in pstate.read_pstates(fs)["uncore"].values()} == {(1200000, 2500000)}
+    assert pstate.plan(pstate.read_pstates(fs), fields) == ([], [])
+
+
+def test_a_new_minimum_above_the_old_maximum_raises_the_maximum_first_and_the_reverse(trees):
+    got = pstate.read_pstates(HostFS(str(trees["dell-9360-kbl"])))
+    p0 = got["policies"][0]
+    low = dict(got, policies={0: dict(p0, min_khz=p0["cpuinfo_min_khz"], max_khz=p0["cpuinfo_min_khz"])})
+    writes, problems = pstate.plan(low, {"min_khz": "base", "max_khz": "max"})
+    assert problems == [] and [w[0].rsplit("/", 1)[1] for w in writes] == ["scaling_max_freq", "scaling_min_freq"]
+    # and down: a new maximum under the old minimum lowers the minimum first
+    high = dict(got, policies={0: dict(p0, min_khz=p0["cpuinfo_max_khz"], max_khz=p0["cpuinfo_max_khz"])})
+    writes, problems = pstate.plan(high, {"min_khz": "min", "max_khz": "min"})
+    assert problems == [] and [w[0].rsplit("/", 1)[1] for w in writes] == ["scaling_min_freq", "scaling_max_freq"]
+
+
+@pytest.mark.parametrize("name,fields,words", [
+    ("spr1", {"governor": "ondemand"}, "governor: intel_pstate offers performance, powersave, not ondemand"),
+    ("turin0", {"epp": 128}, "epp: amd-pstate-epp takes a name (performance), not a number"),
+    ("turin0", {"epp": "power"}, "epp: amd-pstate-epp offers performance, not power"),
+    ("bdwep0", {"epp": "power"}, "epp: intel_cpufreq (passive) shows no energy_performance_preference"),
+    ("rome0", {"min_khz": "base"}, "min_khz: base needs base_frequency, which acpi-cpufreq does not show"),
+    ("spr1", {"max_khz": 9000000}, "max_khz: 9000000 kHz is outside what the CPUs allow, 800000..3800000 kHz"),
+    ("spr1", {"min_khz": "max", "max_khz": "min"}, "min_khz, max_khz: the minimum 3800000 kHz would be above the maximum 800000"),
+    ("gnr3", {"epp": "power"}, "epp: under the performance governor intel_pstate takes only performance (0), not power"),
+    ("spr1", {"governor": "performance", "epp": 128}, "under the performance governor intel_pstate takes only performance"),
+    ("rome0", {"uncore_max_khz": "max"}, "uncore_max_khz: this host shows no intel_uncore_frequency domains"),
+    ("spr1", {"uncore_max_khz": 9000000}, "uncore_max_khz: 9000000 kHz is outside what the uncore allows"),
+    ("milan0", {"epb": 0}, "epb: this host shows no energy_perf_bias"),
+])
+def test_a_value_the_host_does_not_take_is_refused_naming_the_field_and_nothing_is_planned(trees, name, fields, words):
+    writes, problems = pstate.plan(pstate.read_pstates(HostFS(str(trees[name]))), fields)
+    assert writes == [] and any(words in p for p in problems), problems
+    assert len(problems) == len(set(problems)) and len(problems) < 5     # a sentence per cause, not per CPU
+
+
+def test_no_cpufreq_driver_refuses_the_policy_fields(tmp_path):
+    (tmp_path / "sys/devices/system/cpu/cpu0").mkdir(parents=True)
+    writes, problems = pstate.plan(pstate.read_pstates(HostFS(str(tmp_path))), {"governor": "performance", "epp": "power"})
+    assert writes == [] and problems[0] == ("governor, epp: this host has no cpufreq driver "
+                                            "(no /sys/devices/system/cpu/cpufreq/policy*)")
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("min_khz", True, "give kHz as a whole number"), ("min_khz", "fast", "'fast' is not kHz"),
+    ("max_khz", "150%", "not kHz, min, max, base nor a percentage"), ("max_khz", -5, "-5 kHz is not in 1.."),
+    ("max_khz", 1.5, "give kHz as a whole number"), ("uncore_max_khz", "base", "the uncore has no base frequency"),
+    ("turbo", "yes", "turbo: give true or false"), ("governor", "Perf", "not a governor's name"),
+    ("epp", 256, "epp: give a preference's name or a number 0..255"), ("epp", True, "epp: give"),
+    ("epb", 16, "epb: give 0..15"), ("epb", "medium", "epb: give 0..15 or one of performance"),
+    ("pstates", 1, "pstates: not a CPU frequency field"),
+])
+def test_a_field_of_the_wrong_shape_is_refused_before_the_host_is_looked_at(field, value, words):
+    with pytest.raises(pstate.FieldError) as exc:
+        pstate.plan({"policies": {}}, {field: value})
+    assert words in str(exc.value)
