@@ -169,6 +169,11 @@ class Beside(object):
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def _lower_priority(self) -> None:
+        """In the child: nice NICE itself, not NICE more than this process (``nice -n`` adds to
+        what the caller has); never higher than it is already (that would need root)."""
+        os.setpriority(os.PRIO_PROCESS, 0, max(self.nice, os.getpriority(os.PRIO_PROCESS, 0)))
+
     @property
     def failed(self) -> bool:
         return self.failed_log is not None
@@ -182,8 +187,8 @@ class Beside(object):
             path = os.path.join(self.log_dir, "stage-%s.log" % stage)
             try:
                 with open(path, "wb") as log:
-                    rc = subprocess.call(["nice", "-n", str(self.nice), "make", "--no-print-directory", stage], stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                    rc = subprocess.call(["make", "--no-print-directory", stage], stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, preexec_fn=self._lower_priority)
             except OSError as exc:      # no log, no nice: a failure of the stage, said so
                 print("run_stages: cannot run make %s beside %s: %s" % (stage, self.with_stage, exc), flush=True)
                 rc = 127
