@@ -13,11 +13,12 @@ When a stage fails before STAGE, TARGET is stopped (its process group) before th
 targets run.
 
 ``--beside STAGE[,STAGE...]:WITH[:NICE]`` runs those stages one after another, at CPU priority
-NICE (19, the lowest, unless given), from the moment stage WITH starts: they count as any stage
-does, but take mostly the CPU the stages in front leave idle (the lab's TCG guests keep about 1.3
-of CI's 2 cores busy). Their output goes to their logs only; each one's end is printed when it
-comes. A stage in front does not start once one beside failed, nor does one beside start once one
-in front failed; the run waits for them before --finally.
+NICE (19, the lowest, unless given), from the moment stage WITH starts, and the stage after WITH
+waits for them: they take the CPU WITH leaves idle (the fleet simulator keeps about 1.15 of CI's 2
+cores busy) without slowing it, and whatever is left of them runs alone after it, never beside a
+later stage. They count as any stage does. Their output goes to their logs only; each one's end
+is printed when it comes. A stage in front does not start once one beside failed, nor does one
+beside start once one in front failed; the run waits for them before --finally.
 
 Each stage's output is printed as it comes and kept in LOG_DIR/stage-NAME.log. When a stage
 failed, the very end of the output (after the table of times, where a CI summary that shows only
@@ -162,6 +163,7 @@ class Beside(object):
         self.failed_log = None
         self.front_failed = threading.Event()
         self.thread = None
+        self.joined = False
 
     def start(self) -> None:
         print("===== make %s (beside %s, nice %d; logs: %s/stage-NAME.log) ====="
@@ -202,10 +204,16 @@ class Beside(object):
                 self.failed_log = (stage, path)
 
     def wait(self) -> list[tuple]:
+        """Their rows, once they ended (not run: never started)."""
         if self.thread is None:
             self.rows = [(stage + " (beside)", None, "not run") for stage in self.stages]
         else:
+            t0 = time.monotonic()
             self.thread.join()
+            if time.monotonic() - t0 > 1:
+                print("\n===== waited %.0f s for %s (beside %s) =====" % (time.monotonic() - t0, ", ".join(self.stages),
+                                                                     self.with_stage), flush=True)
+        self.joined = True
         return self.rows
 
 
@@ -238,6 +246,12 @@ def main(argv: list[str]) -> int:
         for bg in background:
             if bg.before == stage and bg.row is None:
                 rows.append(bg.wait())
+        for b in beside:            # the stages beside an earlier stage end before this one starts
+            if b.thread is not None and not b.joined:
+                rows.extend(b.wait())
+        if any(b.failed for b in beside):
+            rows.append((stage, None, "not run"))
+            continue
         for b in beside:
             if b.with_stage == stage:
                 b.start()
@@ -252,7 +266,8 @@ def main(argv: list[str]) -> int:
             for b in beside:
                 b.front_failed.set()
     for b in beside:            # stages beside end before the --finally ones (lab-down)
-        rows.extend(b.wait())
+        if not b.joined:
+            rows.extend(b.wait())
         if b.failed and failed_log is None:
             failed_log = b.failed_log
         rc = rc or (2 if b.failed else 0)

@@ -73,13 +73,21 @@ def test_stages_beside_run_at_nice_19_from_their_stage_on_and_are_waited_for(tmp
     proc, order = run(tmp_path, "b", "slow", "a", "--beside", "niced,bg:slow", "--finally", "down")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # not before their stage; at the lowest priority (19, what this test may already run at); one
-    # after the other; beside the stages in
-    # front (niced and bg both ran before 'slow' ended); waited for before --finally
+    # after the other; beside their stage (niced and bg both started before 'slow' ended); the
+    # stage after it waits for them
     assert order.index("b") < order.index("slow-start") < order.index("niced-19")
     assert order.index("niced-end") < order.index("bg-start") < order.index("slow-end")
-    assert order.index("bg-end") < order.index("down") and order[-1] == "down"
+    assert order.index("bg-end") < order.index("a-start") and order[-1] == "down"
     table = proc.stdout[proc.stdout.index("===== stages ====="):]
     assert "niced (beside)" in table and "bg (beside)" in table and "FAILED" not in table
+
+
+def test_the_stage_after_waits_for_the_stages_beside_and_they_never_run_beside_it(tmp_path):
+    proc, order = run(tmp_path, "a", "b", "--beside", "slow:a", "--finally", "down")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert order == ["a-start", "slow-start", "a-end", "slow-end", "b", "down"] or \
+        order == ["slow-start", "a-start", "a-end", "slow-end", "b", "down"]
+    assert "waited" in proc.stdout and "slow (beside)" in proc.stdout
 
 
 def test_a_failed_stage_beside_fails_the_run_and_stops_the_stages_in_front(tmp_path):
