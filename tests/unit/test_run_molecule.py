@@ -10,9 +10,11 @@ import sys
 from conftest import REPO
 
 STAND_IN = """#!/bin/sh
-# molecule --base-config FILE test -s NAME (every scenario extends the repository's base configuration)
+# molecule --base-config FILE reset|test -s NAME (every scenario extends the repository's base configuration)
 for name; do :; done
-[ "$1" = --base-config ] && [ -f "$2" ] && [ "$3 $4" = "test -s" ] || { echo "not called as expected: $*"; exit 3; }
+[ "$1" = --base-config ] && [ -f "$2" ] && [ "$4" = -s ] || { echo "not called as expected: $*"; exit 3; }
+if [ "$3" = reset ]; then echo "reset $name" >> "$ORDER"; exit 0; fi
+[ "$3" = test ] || { echo "not called as expected: $*"; exit 3; }
 echo "start $name" >> "$ORDER"; sleep 0.4; echo "end $name" >> "$ORDER"
 echo "log of $name"
 [ "$name" != "$FAIL" ]
@@ -28,7 +30,12 @@ def run(tmp_path, *args, fail=""):
     proc = subprocess.run([sys.executable, str(REPO / "tests/run_molecule.py"), "--molecule", str(tool),
                            "--log-dir", str(tmp_path / "logs"), *args], capture_output=True, text=True, env=env,
                           timeout=60)
-    return proc, order.read_text().splitlines() if order.exists() else []
+    lines = order.read_text().splitlines() if order.exists() else []
+    # every scenario's state is reset just before its test (a killed run's state must not carry over)
+    for i, line in enumerate(lines):
+        if line.startswith("start "):
+            assert "reset " + line[6:] in lines[:i], lines
+    return proc, [line for line in lines if not line.startswith("reset ")]
 
 
 def test_lanes_side_by_side_then_the_rest_alone(tmp_path):
