@@ -30,7 +30,8 @@ def say(text: str) -> None:
         print(text, flush=True)
 
 
-def run_one(name: str, log_dir: str, command: list[str]) -> tuple[bool, float]:
+def run_one(name: str, log_dir: str, molecule: list[str]) -> tuple[bool, float]:
+    """``molecule``: the molecule command with its global options; reset, then test, scenario NAME."""
     path = os.path.join(log_dir, "molecule-%s.log" % name)
     t0 = time.monotonic()
     with open(path, "wb") as log:
@@ -38,10 +39,11 @@ def run_one(name: str, log_dir: str, command: list[str]) -> tuple[bool, float]:
         # molecule's ephemeral directory, which is named after the checkout's directory name and
         # shared by every checkout of that name: the next test then skips create and prepare
         # ("Skipping, instances already prepared") and verifies a guest nobody prepared. Reset first.
-        rc = subprocess.call(command[:-2] + ["reset", "-s", name], stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
-        if rc == 0:
-            rc = subprocess.call(command + [name], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        for step in ("reset", "test"):
+            rc = subprocess.call(molecule + [step, "-s", name], stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL)
+            if rc:
+                break
     secs = time.monotonic() - t0
     if rc == 0:
         say("molecule scenario %s: passed (%.0f s)" % (name, secs))
@@ -68,7 +70,7 @@ def main(argv: list[str]) -> int:
     # Every scenario extends the repository's base configuration; molecule finds it at the root of
     # a git checkout by itself, and is told where it is for a tree without .git.
     base = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".config", "molecule", "config.yml")
-    command = [args.molecule, "--base-config", base, "test", "-s"]
+    command = [args.molecule, "--base-config", base]
     results: dict[str, bool] = {}
     t0 = time.monotonic()
 

@@ -60,6 +60,7 @@ INTEL_NUMBERS = (("no_turbo", 0, 1), ("min_perf_pct", 0, 100), ("max_perf_pct", 
 UNCORE_KHZ = ("min_freq_khz", "max_freq_khz", "initial_min_freq_khz", "initial_max_freq_khz")
 TPMI_IDS = ("package_id", "domain_id", "fabric_cluster_id")
 ELC = re.compile(r"^elc_[a-z_]{1,40}$")
+CPUS_WHAT = "a list of CPU numbers below %d" % MAX_CPUS
 
 
 class PstateError(HostFsError, ValueError):
@@ -105,23 +106,15 @@ def _names(fs, path):
     return words
 
 
-def _cpus(fs, path, required=False):
+def _ints(fs, path, hi, what, max_items=MAX_CPUS, required=False):
+    """Whole numbers separated by spaces, each at most ``hi``, at least one, at most max_items."""
     text = _text(fs, path, required)
     if text is None:
         return None
     words = text.split()
-    if not words or not all(w.isascii() and w.isdigit() and len(w) <= 5 and int(w) < MAX_CPUS for w in words):
-        raise PstateError("%s: %r is not a list of CPU numbers below %d" % (fs.path(path), text[:80], MAX_CPUS))
-    return [int(w) for w in words]
-
-
-def _khz_list(fs, path):
-    text = _text(fs, path)
-    if text is None:
-        return None
-    words = text.split()
-    if len(words) > 512 or not all(w.isascii() and w.isdigit() and len(w) <= 9 and int(w) <= MAX_KHZ for w in words):
-        raise PstateError("%s: %r is not a list of frequencies in kHz" % (fs.path(path), text[:80]))
+    if not words or len(words) > max_items or not all(
+            w.isascii() and w.isdigit() and len(w) <= len(str(hi)) and int(w) <= hi for w in words):
+        raise PstateError("%s: %r is not %s" % (fs.path(path), text[:80], what))
     return [int(w) for w in words]
 
 
@@ -145,14 +138,15 @@ def _policy(fs, number):
         raise PstateError("%s: cpuinfo_min_freq %d kHz is above cpuinfo_max_freq %d kHz"
                           % (fs.path(d), khz["cpuinfo_min_khz"], khz["cpuinfo_max_khz"]))
     policy = {
-        "cpus": _cpus(fs, d + "/affected_cpus", required=True),
-        "related_cpus": _cpus(fs, d + "/related_cpus") or [],
+        "cpus": _ints(fs, d + "/affected_cpus", MAX_CPUS - 1, CPUS_WHAT, required=True),
+        "related_cpus": _ints(fs, d + "/related_cpus", MAX_CPUS - 1, CPUS_WHAT) or [],
         "driver": _name(fs, d + "/scaling_driver", required=True),
         "governor": _name(fs, d + "/scaling_governor", required=True),
         "governors": _names(fs, d + "/scaling_available_governors") or [],
         "epp": _epp(fs, d + "/energy_performance_preference"),
         "epps": _names(fs, d + "/energy_performance_available_preferences"),
-        "frequencies_khz": _khz_list(fs, d + "/scaling_available_frequencies"),
+        "frequencies_khz": _ints(fs, d + "/scaling_available_frequencies", MAX_KHZ, "a list of frequencies in kHz",
+                                 max_items=512),
         "boost": _number(fs, d + "/boost", 0, 1),
         "cpb": _number(fs, d + "/cpb", 0, 1),
     }
@@ -291,7 +285,7 @@ def _check_field(name, value):
     return value
 
 
-def _khz(field, value, lo, hi, base):
+def _khz(value, lo, hi, base):
     """A frequency field's value in kHz for a range lo..hi (cpuinfo's, or the uncore's initial)."""
     if isinstance(value, int):
         return value
@@ -343,28 +337,16 @@ def _plan_policy(pstates, number, fields, writes, problems):
             problems.append("governor: %s offers %s, not %s" % (p["driver"], offered, governor))
         elif governor != p["governor"]:
             writes.append((d + "/scaling_governor", governor, p["governor"]))
-    lo, hi = p["cpuinfo_min_khz"], p["cpuinfo_max_khz"]
-    new = {}
-    for f, key in (("min_khz", "min_khz"), ("max_khz", "max_khz")):
-        if f not in fields:
-            continue
-        if fields[f] == "base" and p["base_khz"] is None:
-            problems.append("%s: base needs base_frequency, which %s does not show" % (f, p["driver"]))
-            continue
-        khz = _khz(f, fields[f], lo, hi, p["base_khz"])
-        if not lo <= khz <= hi:
-            problems.append("%s: %d kHz is outside what the CPUs allow, %d..%d kHz (cpuinfo_min_freq..cpuinfo_max_freq)"
-                            % (f, khz, lo, hi))
-            continue
-        new[key] = khz
-    low, high = new.get("min_khz", p["min_khz"]), new.get("max_khz", p["max_khz"])
-    if low > high:
-        problems.append("min_khz, max_khz: the minimum %d kHz would be above the maximum %d kHz" % (low, high))
-    else:
-        order = ("max_khz", "min_khz") if low > p["max_khz"] else ("min_khz", "max_khz")
-        for key in order:
-            if key in new and new[key] != p[key]:
-                writes.append(("%s/scaling_%s_freq" % (d, key[:3]), str(new[key]), str(p[key])))
+    asked = {}
+    for key in ("min", "max"):
+        field = key + "_khz"
+        if field in fields and fields[field] == "base" and p["base_khz"] is None:
+            problems.append("%s: base needs base_frequency, which %s does not show" % (field, p["driver"]))
+        elif field in fields:
+            asked[key] = (field, fields[field])
+    _plan_range(asked, p["cpuinfo_min_khz"], p["cpuinfo_max_khz"], p["base_khz"],
+                {"min": p["min_khz"], "max": p["max_khz"]}, "%s/scaling_%%s_freq" % d,
+                ("min_khz", "the CPUs allow", "cpuinfo_min_freq..cpuinfo_max_freq"), writes, problems)
     if "epp" in fields:
         _plan_epp(pstates, p, d, governor, fields["epp"], writes, problems)
 
@@ -433,24 +415,32 @@ def _plan_uncore(pstates, fields, writes, problems):
         u = domains[n]
         lo = u["initial_min_khz"] if u["initial_min_khz"] is not None else u["min_khz"]
         hi = u["initial_max_khz"] if u["initial_max_khz"] is not None else u["max_khz"]
-        new = {}
-        for f in asked:
-            khz = _khz(f, fields[f], lo, hi, None)
-            if not lo <= khz <= hi:
-                problems.append("%s: %d kHz is outside what the uncore allows, %d..%d kHz (initial_min..initial_max)"
-                                % (f, khz, lo, hi))
-                continue
-            new[f[len("uncore_"):]] = khz
-        low, high = new.get("min_khz", u["min_khz"]), new.get("max_khz", u["max_khz"])
-        if low > high:
-            problems.append("uncore_min_khz, uncore_max_khz: the minimum %d kHz would be above the maximum %d kHz"
-                            % (low, high))
-            continue
-        d = "%s/%s" % (UNCORE, n)
-        order = ("max_khz", "min_khz") if low > u["max_khz"] else ("min_khz", "max_khz")
-        for key in order:
-            if key in new and new[key] != u[key]:
-                writes.append(("%s/%s_freq_khz" % (d, key[:3]), str(new[key]), str(u[key])))
+        _plan_range({f[len("uncore_"):-len("_khz")]: (f, fields[f]) for f in asked}, lo, hi, None,
+                    {"min": u["min_khz"], "max": u["max_khz"]}, "%s/%s/%%s_freq_khz" % (UNCORE, n),
+                    ("uncore_min_khz", "the uncore allows", "initial_min..initial_max"), writes, problems)
+
+
+def _plan_range(asked, lo, hi, base, current, path, words, writes, problems):
+    """A minimum and/or maximum in kHz (``asked``: {"min"|"max": (field, value)}) within lo..hi,
+    written in the order the kernel takes them: a new minimum above the old maximum raises the
+    maximum first, otherwise the minimum goes first. ``path % "min"`` is the file; ``words``: the
+    minimum field's name, who allows lo..hi, and what lo..hi are (for the sentences)."""
+    min_field, who, bounds = words
+    new = {}
+    for key, (field, value) in asked.items():
+        khz = _khz(value, lo, hi, base)
+        if not lo <= khz <= hi:
+            problems.append("%s: %d kHz is outside what %s, %d..%d kHz (%s)" % (field, khz, who, lo, hi, bounds))
+        else:
+            new[key] = khz
+    low, high = new.get("min", current["min"]), new.get("max", current["max"])
+    if low > high:
+        problems.append("%s, %s: the minimum %d kHz would be above the maximum %d kHz"
+                        % (min_field, min_field.replace("min", "max"), low, high))
+        return
+    for key in (("max", "min") if low > current["max"] else ("min", "max")):
+        if key in new and new[key] != current[key]:
+            writes.append((path % key, str(new[key]), str(current[key])))
 
 
 __all__ = ["FIELDS", "FieldError", "PstateError", "UnsafeFileError", "plan", "read_pstates", "summary"]
