@@ -181,6 +181,56 @@ options:
                 (in check mode too, since nothing is written on the host).
             type: bool
             default: false
+  cpufreq:
+    description:
+      - The CPU frequency part of the profile, decided on what the host's driver shows
+        (C(/sys/devices/system/cpu/cpufreq), C(intel_pstate), C(amd_pstate), C(energy_perf_bias),
+        C(intel_uncore_frequency)). Each field is optional; an absent (or null) field leaves its
+        knob as it is.
+      - A value the host's driver does not take (a governor it does not offer, EPP without HWP or
+        in amd-pstate's passive mode, an EPP other than V(performance) under intel_pstate's
+        V(performance) governor, a frequency outside C(cpuinfo_min_freq..cpuinfo_max_freq)) fails
+        the call before anything is written, naming the field and what the host allows.
+      - Written in the same batch as the C-states and the sleep policy (a failure undoes them all).
+        The value a file held before fleetnap first wrote it is kept in
+        C(/var/lib/fleetnap/pstate.orig.json); O(state=absent) writes those values back and removes
+        the record.
+    type: dict
+    default: {}
+    suboptions:
+      governor:
+        description: cpufreq governor for every policy (one of its C(scaling_available_governors)).
+        type: str
+      min_khz:
+        description:
+          - Minimum frequency of every policy (C(scaling_min_freq)), in kHz, or V(min), V(max),
+            V(base) (C(base_frequency), intel_pstate) or a percentage of the CPU's range like V(50%).
+        type: raw
+      max_khz:
+        description: Maximum frequency of every policy (C(scaling_max_freq)), as O(cpufreq.min_khz).
+        type: raw
+      turbo:
+        description: Turbo (intel_pstate C(no_turbo), else C(cpufreq/boost)) on or off.
+        type: bool
+      epp:
+        description:
+          - Energy-performance preference of every policy, a name the driver offers
+            (C(energy_performance_available_preferences)) or, under intel_pstate, a number 0-255.
+        type: raw
+      epb:
+        description:
+          - Energy-performance bias of every CPU, 0 (performance) to 15 (power), or V(performance),
+            V(balance-performance), V(normal), V(balance-power), V(power).
+        type: raw
+      uncore_min_khz:
+        description:
+          - Minimum uncore frequency of every domain (TPMI C(uncoreNN) where the host has them, else
+            legacy C(package_XX_die_YY)), in kHz, V(min), V(max) or a percentage of the domain's
+            initial range.
+        type: raw
+      uncore_max_khz:
+        description: Maximum uncore frequency of every domain, as O(cpufreq.uncore_min_khz).
+        type: raw
   measurements_file:
     description:
       - The JSON the measurement playbooks store on the host, found under O(sysfs_root)
@@ -214,7 +264,8 @@ attributes:
   diff_mode:
     support: full
     details:
-      - C(before)/C(after) hold C(cstates) (as M(cpuidle_qos)) and C(sleep) (as M(sleep_policy)).
+      - C(before)/C(after) hold C(cstates) (as M(cpuidle_qos)), C(sleep) (as M(sleep_policy)) and
+        C(cpufreq) (each CPU frequency file written, with its value before and after).
   platform:
     support: full
 notes:
@@ -254,7 +305,18 @@ EXAMPLES = r"""
       fallback: none
     metrics_dir: /var/lib/prometheus/node-exporter
 
-- name: Undo both parts
+- name: A latency-critical policy beside the C-states (tuned's latency-performance, in one call)
+  fleetnap.power.fleetnap_profile:
+    cstates:
+      max_latency_us: 10
+    cpufreq:
+      governor: performance
+      epp: performance
+      epb: performance
+      min_khz: base
+      uncore_min_khz: max
+
+- name: Undo every part (C-states, sleep policy, CPU frequency knobs)
   fleetnap_profile:
     state: absent
 """
@@ -342,6 +404,19 @@ sleep_policy:
   description: The sleep part's full result, as M(sleep_policy) returns it (without C(diff)); empty when not managed.
   returned: always
   type: dict
+cpufreq:
+  description:
+    - The CPU frequency part. C(before) is what the host showed (driver, mode, HWP, governors, EPP and
+      EPB values in use, the frequency ranges, turbo, the uncore layout), C(after) the same once the
+      writes are made (predicted in check mode), C(writes) the number of files written, C(restored)
+      (state=absent) whether a record was written back. Empty when no field is given and there is
+      nothing to restore.
+  returned: always
+  type: dict
+  sample: {writes: 3, restored: false, before: {driver: intel_pstate, mode: active, hwp: true, governors: [powersave],
+           epp: [balance_performance], epb: [6], khz: [[800000, 3800000]], turbo: "on", uncore: [legacy], policies: 4},
+           after: {driver: intel_pstate, mode: active, hwp: true, governors: [performance], epp: [performance],
+           epb: [6], khz: [[800000, 3800000]], turbo: "on", uncore: [legacy], policies: 4}}
 """
 
 import copy
@@ -349,6 +424,7 @@ import math
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.cpuidle import state_names
+from ansible.module_utils.fleetnap.cpufreqpolicy import apply_cpufreq, check_fields, cpufreq_result, plan_cpufreq
 from ansible.module_utils.fleetnap.gate import (
     GATE_ARGS, GATE_TOP_LEVEL, PM_QOS_MAX_US, apply_gate, gate_result, plan_gate, read_gate_model,
 )
@@ -382,6 +458,16 @@ SLEEP_OPTIONS = dict(
         svg=dict(type="bool", default=False),
     )),
 )
+CPUFREQ_OPTIONS = dict(
+    governor=dict(type="str"),
+    min_khz=dict(type="raw"),
+    max_khz=dict(type="raw"),
+    turbo=dict(type="bool"),
+    epp=dict(type="raw"),
+    epb=dict(type="raw"),
+    uncore_min_khz=dict(type="raw"),
+    uncore_max_khz=dict(type="raw"),
+)
 NOT_MEASURED = "resume latency not measured yet (run measure_resume.yml)"
 # The advice's numbers, bounded as powernap_advice bounds them (one table: powernap.ADVICE_BOUNDS).
 ADVICE_CHECKS = dict(("sleep.advice." + k, number_check(**bounds)) for k, bounds in ADVICE_BOUNDS.items())
@@ -393,6 +479,7 @@ def argument_spec():
     return dict(
         cstates=dict(type="dict", default={}, options=cstates, apply_defaults=True),
         sleep=dict(type="dict", default={}, options=copy.deepcopy(SLEEP_OPTIONS), apply_defaults=True),
+        cpufreq=dict(type="dict", default={}, options=copy.deepcopy(CPUFREQ_OPTIONS), apply_defaults=True),
         measurements_file=dict(type="path", default="/etc/ansible/facts.d/fleetnap.fact"),
         metrics_dir=dict(type="path"),
         state=dict(type="str", choices=["present", "absent"], default="present"),
@@ -550,6 +637,7 @@ def main():
     given_resume_f = number(module, "sleep.resume_measured_ms", sp["resume_measured_ms"])
     if given_resume_f is not None and given_resume_f < 0:
         module.fail_json(msg="sleep.resume_measured_ms must be >= 0 milliseconds, got %s" % sp["resume_measured_ms"])
+    freq_fields = check_fields(module, p["cpufreq"]) if present else {}
     stored = stored_measurements(module, fs, p["measurements_file"])
     model = read_gate_model(module, fs)
     names = state_names(model)
@@ -577,6 +665,7 @@ def main():
         sleep_p = dict(allow=decided if p["state"] == "present" else None, mask_targets=sp["mask_targets"],
                        state=p["state"], sysfs_root=p["sysfs_root"], metrics_dir=p["metrics_dir"])
         sleep_plan = plan_sleep(module, sleep_p)
+    freq_plan = plan_cpufreq(module, fs, freq_fields, p["state"])
 
     # Then write: the gate, then the sleep policy, all in one batch of changes: a failure anywhere
     # (the sleep part, a unit, a metrics file) undoes every change of this call.
@@ -585,6 +674,7 @@ def main():
     sleep_changed = False
     if sleep_plan is not None:
         sleep_changed = apply_sleep(module, sleep_plan, changes)
+    freq_changed = apply_cpufreq(module, freq_plan, changes)
 
     cstates = gate_result(module, gate_plan, gate_changed)
     sleep_res = sleep_result(module, sleep_plan, sleep_changed) if sleep_plan is not None else {}
@@ -594,9 +684,12 @@ def main():
         sleep_diff = sleep_res.pop("diff", {})
         diff["before"]["sleep"] = sleep_diff.get("before")
         diff["after"]["sleep"] = sleep_diff.get("after")
+    freq_res, (freq_before, freq_after) = cpufreq_result(module, freq_plan, freq_changed)
+    if freq_plan is not None:
+        diff["before"]["cpufreq"], diff["after"]["cpufreq"] = freq_before, freq_after
     rows = cstates["states"]
     result = dict(
-        changed=bool(gate_changed or sleep_changed),
+        changed=bool(gate_changed or sleep_changed or freq_changed),
         driver=cstates["driver"],
         states=rows,
         allowed_states=[r["name"] for r in rows if r["allowed"]],
@@ -608,6 +701,7 @@ def main():
         resume_measured_ms=resume,
         cstates=cstates,
         sleep_policy=sleep_res,
+        cpufreq=freq_res,
         powernap=advice,
         budget_us=p["cstates"]["max_latency_us"],
         resume_budget_ms=sp["resume_budget_ms"],

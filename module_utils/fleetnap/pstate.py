@@ -247,6 +247,10 @@ FIELDS = ("governor", "min_khz", "max_khz", "turbo", "epp", "epb", "uncore_min_k
 # intel_epb.rst): a name is written as its number.
 EPB_NAMES = {"performance": 0, "balance-performance": 4, "normal": 6, "balance-power": 8, "power": 15}
 FREQ_WORDS = ("min", "max", "base")
+# intel_pstate shows a number it has a name for as that name (show_energy_performance_preference):
+# these three are fixed in the kernel; balance_performance is not (a CPU model may change it).
+EPP_NUMBERS = {"performance": 0, "balance_power": 192, "power": 255}
+NUMERIC = ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz", "epp", "epb")
 PERCENT = re.compile(r"^(\d{1,3})%$")
 
 
@@ -254,8 +258,14 @@ class FieldError(ValueError):
     """A profile field whose value has the wrong type or shape (before any host is read)."""
 
 
-def _check_field(name, value):
-    """The value of one field as plan() uses it; FieldError naming the field otherwise."""
+def check_field(name, value):
+    """The value of one field as plan() uses it (a number given as text, as a template renders
+    one, is that number); FieldError naming the field otherwise."""
+    if name in NUMERIC and isinstance(value, str) and value.isascii() and value.isdigit():
+        try:
+            value = parse_int(value, name, 0, MAX_KHZ)
+        except ParseError as exc:
+            raise FieldError(str(exc))
     if name in ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz"):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise FieldError("%s: give kHz as a whole number, min, max, base or a percentage like 50%%, not %r"
@@ -304,9 +314,7 @@ def plan(pstates, fields):
     make them (a new minimum above the old maximum raises the maximum first), problems a list of
     sentences naming the field and what the host allows. A field absent or None leaves its knob
     as it is. Writes nothing; when problems is not empty the caller must not write either."""
-    fields = {k: v for k, v in fields.items() if v is not None}
-    for name, value in fields.items():
-        _check_field(name, value)
+    fields = {k: check_field(k, v) for k, v in fields.items() if v is not None}
     writes, problems = [], []
     policies = pstates["policies"]
     needs_policy = [f for f in ("governor", "min_khz", "max_khz", "epp") if f in fields]
@@ -364,11 +372,15 @@ def _plan_epp(pstates, p, d, governor, epp, writes, problems):
     elif epp not in (p["epps"] or []):
         problems.append("epp: %s offers %s, not %s" % (p["driver"], ", ".join(p["epps"] or []) or "none", epp))
         return
-    if governor == "performance" and p["driver"] == "intel_pstate" and epp not in ("performance", 0):
-        # intel_pstate.rst: with the performance governor the EPP is 0 and a write of anything else fails
-        problems.append("epp: under the performance governor intel_pstate takes only performance (0), not %s" % epp)
+    if governor == "performance" and p["driver"] in ("intel_pstate", "amd-pstate-epp") and \
+            epp not in ("performance", 0):
+        # intel_pstate.rst: with the performance governor the EPP is 0 and a write of anything else
+        # fails (EBUSY); amd-pstate-epp refuses the same ("EPP cannot be set under performance policy")
+        problems.append("epp: under the performance governor %s takes only performance%s, not %s"
+                        % (p["driver"], " (0)" if p["driver"] == "intel_pstate" else "", epp))
         return
-    if str(epp) != str(p["epp"]):
+    same = str(epp) == str(p["epp"]) or EPP_NUMBERS.get(p["epp"], -1) == epp
+    if not same:
         writes.append((d + "/energy_performance_preference", str(epp), str(p["epp"])))
 
 
@@ -443,4 +455,126 @@ def _plan_range(asked, lo, hi, base, current, path, words, writes, problems):
             writes.append((path % key, str(new[key]), str(current[key])))
 
 
-__all__ = ["FIELDS", "FieldError", "PstateError", "UnsafeFileError", "plan", "read_pstates", "summary"]
+# ---------------------------------------------------------------------------------------------
+# The undo record: what a knob held before fleetnap first wrote it, and how state=absent puts it back
+# ---------------------------------------------------------------------------------------------
+
+RECORD_VERSION = 1
+# The files plan() writes, and so the only ones a record may name (its values go back into sysfs).
+KNOB = re.compile(r"^/sys/devices/system/cpu/(?:"
+                  r"cpufreq/policy\d{1,4}/(?:scaling_governor|scaling_min_freq|scaling_max_freq|"
+                  r"energy_performance_preference)|intel_pstate/no_turbo|cpufreq/boost|"
+                  r"cpu\d{1,4}/power/energy_perf_bias|"
+                  r"intel_uncore_frequency/(?:package_\d{2}_die_\d{2}|uncore\d{2,4})/(?:min|max)_freq_khz)$")
+KNOB_VALUE = re.compile(r"^(?:\d{1,9}|[a-z][a-z0-9_-]{0,39})$")
+
+
+def remembered(record, writes):
+    """The record after ``writes`` ((path, new, old) from plan()): a knob keeps the value it held
+    before fleetnap first wrote it (a later profile never overwrites it); None when nothing new."""
+    values = dict((record or {}).get("values", {}))
+    added = False
+    for path, _new, old in writes:
+        if path not in values:
+            values[path] = old
+            added = True
+    return {"version": RECORD_VERSION, "values": values} if added else None
+
+
+def check_record(doc, where):
+    """The record as remembered() writes it, or PstateError naming the field: its values are
+    written back into sysfs by state=absent, so a hand-edited or corrupt one is refused."""
+    if not isinstance(doc, dict) or set(doc) != {"version", "values"}:
+        raise PstateError("%s: must be a JSON object with version and values, got %s" % (where, repr(doc)[:80]))
+    if doc["version"] != RECORD_VERSION or isinstance(doc["version"], bool):
+        raise PstateError("%s: version must be %d, got %r" % (where, RECORD_VERSION, doc["version"]))
+    values = doc["values"]
+    if not isinstance(values, dict) or len(values) > 4 * MAX_CPUS + 2 * MAX_UNCORE + 2:
+        raise PstateError("%s: values must be an object of sysfs paths, got %s" % (where, repr(values)[:80]))
+    for path, value in values.items():
+        if not KNOB.match(path):
+            raise PstateError("%s: %r is not a CPU frequency file fleetnap writes" % (where, path[:100]))
+        if not isinstance(value, str) or not KNOB_VALUE.match(value):
+            raise PstateError("%s: values[%r] must be a number or a name as sysfs shows it, got %s"
+                              % (where, path, repr(value)[:60]))
+    return doc
+
+
+def restore(pstates, record):
+    """The writes that put back what ``record`` (check_record'ed) kept, on a host that shows
+    ``pstates`` now: ``(writes, problems, gone)``; gone lists the recorded files the host no longer
+    has (a policy or domain that went away), problems what cannot be written back (a minimum
+    above the host's maximum range). Governor before EPP, a policy's or domain's minimum and
+    maximum in the order the kernel takes them."""
+    values = record["values"]
+    writes, problems, seen = [], [], set()
+
+    def want(path, now):
+        seen.add(path)
+        if path in values and values[path] != str(now):
+            writes.append((path, values[path], str(now)))
+
+    def span(path_fmt, current, lo, hi, field):
+        asked = {}
+        for key in ("min", "max"):
+            path = path_fmt % key
+            if path in values:
+                seen.add(path)
+                if not values[path].isdigit():
+                    problems.append("%s: kept %r, not kHz" % (path, values[path]))
+                    continue
+                asked[key] = (field % key, int(values[path]))
+        _plan_range(asked, lo, hi, None, current, path_fmt, (field % "min", "the host allows", "its range now"),
+                    writes, problems)
+
+    for number in sorted(pstates["policies"]):
+        p = pstates["policies"][number]
+        d = "%s/policy%d" % (CPUFREQ, number)
+        want(d + "/scaling_governor", p["governor"])
+        span(d + "/scaling_%s_freq", {"min": p["min_khz"], "max": p["max_khz"]}, p["cpuinfo_min_khz"],
+             p["cpuinfo_max_khz"], "policy%d scaling_%%s_freq" % number)
+        if p["epp"] is not None:
+            want(d + "/energy_performance_preference", p["epp"])
+    intel = pstates["intel_pstate"] or {}
+    if intel.get("no_turbo") is not None:
+        want(INTEL_PSTATE + "/no_turbo", intel["no_turbo"])
+    if pstates["boost"] is not None:
+        want(CPUFREQ + "/boost", pstates["boost"])
+    for cpu in sorted(pstates["epb"]):
+        want("%s/cpu%d/power/energy_perf_bias" % (CPU, cpu), pstates["epb"][cpu])
+    for n in sorted(pstates["uncore"]):
+        u = pstates["uncore"][n]
+        lo = u["initial_min_khz"] if u["initial_min_khz"] is not None else 0
+        hi = u["initial_max_khz"] if u["initial_max_khz"] is not None else MAX_KHZ
+        span("%s/%s/%%s_freq_khz" % (UNCORE, n), {"min": u["min_khz"], "max": u["max_khz"]}, lo, hi,
+             "uncore %s %%s_freq_khz" % n)
+    gone = sorted(set(values) - seen)
+    return writes, problems, gone
+
+
+def applied(pstates, writes):
+    """A copy of ``pstates`` as it reads once ``writes`` ((path, new, old), plan()'s or restore()'s)
+    are made: what check mode predicts (a real run reads the host again instead)."""
+    out = dict(pstates, policies={n: dict(p) for n, p in pstates["policies"].items()},
+               intel_pstate=dict(pstates["intel_pstate"]) if pstates["intel_pstate"] else None,
+               epb=dict(pstates["epb"]), uncore={n: dict(u) for n, u in pstates["uncore"].items()})
+    policy_keys = {"scaling_governor": "governor", "scaling_min_freq": "min_khz", "scaling_max_freq": "max_khz",
+                   "energy_performance_preference": "epp"}
+    for path, new, _old in writes:
+        rel = path[len(CPU) + 1:].split("/")
+        value = int(new) if new.isdigit() else new
+        if rel[0] == "cpufreq" and rel[1].startswith("policy"):
+            out["policies"][int(rel[1][len("policy"):])][policy_keys[rel[2]]] = value
+        elif rel == ["cpufreq", "boost"]:
+            out["boost"] = value
+        elif rel == ["intel_pstate", "no_turbo"]:
+            out["intel_pstate"]["no_turbo"] = value
+        elif rel[0].startswith("cpu") and rel[1:] == ["power", "energy_perf_bias"]:
+            out["epb"][int(rel[0][3:])] = value
+        elif rel[0] == "intel_uncore_frequency":
+            out["uncore"][rel[1]][rel[2].replace("_freq_khz", "_khz")] = value
+    return out
+
+
+__all__ = ["FIELDS", "FieldError", "PstateError", "UnsafeFileError", "applied", "check_field", "check_record", "plan",
+           "read_pstates", "remembered", "restore", "summary"]

@@ -216,11 +216,16 @@ class SysfsBatch(object):
             if old is None:
                 old = self._current(host_path)
             path = self.fs.path(host_path)
-            if old is None:
-                self.fs.write_raw(host_path, new)
-                changes.record(path, lambda new=new: _unknown(new))
-            else:
-                changes.value(path, new, old)
+            try:
+                if old is None:
+                    self.fs.write_raw(host_path, new)
+                    changes.record(path, lambda new=new: _unknown(new))
+                else:
+                    changes.value(path, new, old)
+            except (IOError, OSError) as exc:
+                if isinstance(exc, HostFsError):
+                    raise
+                raise HostFsError("writing %r to %s failed (%s)" % (new, path, exc.strerror or exc))
         return len(self.writes)
 
     def _current(self, host_path):

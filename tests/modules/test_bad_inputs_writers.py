@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from badinput import INF, NAN, assert_refused_prepared, case_params, run_prepared
-from conftest import materialize
+from conftest import PSTATE_DATA, materialize
 
 
 def machine(d):
@@ -352,12 +353,100 @@ FLEETNAP_PROFILE_PREP.update({
     "state name not UTF-8": bad_bytes("sys/devices/system/cpu/cpu0/cpuidle/state1/name"),
 })
 
+# The profile's CPU frequency part (issue 38): lnl0's cpufreq, EPB and uncore beside its cpuidle.
+POL = "root/sys/devices/system/cpu/cpufreq/policy0/"
+CF = dict(R, sleep={"manage": False})
+
+
+def pmachine(d):
+    machine(d)
+    materialize("lnl0", d / "root", data=PSTATE_DATA)
+
+
+def pfile(rel, data):
+    def prep(d):
+        pmachine(d)
+        target = d / rel
+        if target.exists():
+            target.unlink()
+        if data is None:
+            os.mkfifo(str(target))
+        else:
+            target.write_bytes(data)
+    return prep
+
+
+def precord(text):
+    def prep(d):
+        pmachine(d)
+        target = d / "root/var/lib/fleetnap/pstate.orig.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return prep
+
+
+def no_cpufreq(d):
+    pmachine(d)
+    shutil.rmtree(d / "root/sys/devices/system/cpu/cpufreq")
+
+
+GOV = "/sys/devices/system/cpu/cpufreq/policy0/scaling_governor"
+FLEETNAP_PROFILE_CPUFREQ = [
+    ("cpufreq unknown key", dict(CF, cpufreq={"frequency": 5}), "Unsupported parameters"),
+    ("governor not offered", dict(CF, cpufreq={"governor": "ondemand"}),
+     "cpufreq: governor: intel_pstate offers performance, powersave, not ondemand; nothing was changed"),
+    ("governor not a name", dict(CF, cpufreq={"governor": "Perf mode"}),
+     "cpufreq.governor: 'Perf mode' is not a governor's name"),
+    ("min_khz negative", dict(CF, cpufreq={"min_khz": -5}), "cpufreq.min_khz: -5 kHz is not in 1..100000000"),
+    ("min_khz a fraction", dict(CF, cpufreq={"min_khz": 1.5e6}), "cpufreq.min_khz: give kHz as a whole number"),
+    ("min_khz a terahertz", dict(CF, cpufreq={"min_khz": 10 ** 12}), "cpufreq.min_khz: 1000000000000 kHz is not in"),
+    ("min_khz a word", dict(CF, cpufreq={"min_khz": "fast"}), "cpufreq.min_khz: 'fast' is not kHz, min, max, base"),
+    ("max_khz 150%", dict(CF, cpufreq={"max_khz": "150%"}), "cpufreq.max_khz: '150%' is not kHz"),
+    ("max_khz NaN", dict(CF, cpufreq={"max_khz": "{{ 'nan' | float }}"}), "cpufreq.max_khz: give kHz as a whole"),
+    ("max_khz beyond the CPU", dict(CF, cpufreq={"max_khz": 9900000}),
+     "max_khz: 9900000 kHz is outside what the CPUs allow, 400000..4500000 kHz"),
+    ("min above max", dict(CF, cpufreq={"min_khz": "max", "max_khz": "min"}),
+     "the minimum 4500000 kHz would be above the maximum 400000 kHz"),
+    ("turbo a word", dict(CF, cpufreq={"turbo": "maybe"}), "argument 'turbo' is of type str found in 'cpufreq'"),
+    ("epp not offered", dict(CF, cpufreq={"epp": "eco"}), "epp: intel_pstate offers default, performance"),
+    ("epp 256", dict(CF, cpufreq={"epp": 256}), "cpufreq.epp: give a preference's name or a number 0..255"),
+    ("epp under the performance governor", dict(CF, cpufreq={"governor": "performance", "epp": "power"}),
+     "epp: under the performance governor intel_pstate takes only performance (0), not power"),
+    ("epb 16", dict(CF, cpufreq={"epb": 16}), "cpufreq.epb: give 0..15 or one of performance"),
+    ("epb true", dict(CF, cpufreq={"epb": True}), "cpufreq.epb: give 0..15"),
+    ("uncore base", dict(CF, cpufreq={"uncore_min_khz": "base"}), "cpufreq.uncore_min_khz: the uncore has no base"),
+    ("uncore beyond its range", dict(CF, cpufreq={"uncore_max_khz": 9000000}),
+     "uncore_max_khz: 9000000 kHz is outside what the uncore allows, 400000..4000000 kHz"),
+    ("epp without cpufreq", dict(CF, cpufreq={"epp": "power"}), "epp: this host has no cpufreq driver"),
+    ("scaling_governor a FIFO", dict(CF, cpufreq={"epp": "power"}), "policy0/scaling_governor"),
+    ("scaling_max_freq a word", dict(CF, cpufreq={"epp": "power"}), "policy0/scaling_max_freq: 'fast' is not a whole"),
+    ("energy_perf_bias not UTF-8", dict(CF, cpufreq={"epb": 4}),
+     "cpu3/power/energy_perf_bias is not UTF-8 text (byte 0); nothing was changed"),
+    ("record not JSON", dict(CF, state="absent"), "pstate.orig.json"),
+    ("record names another file", dict(CF, state="absent"),
+     "'/etc/shadow' is not a CPU frequency file fleetnap writes"),
+    ("record value with a newline", dict(CF, state="absent"), "must be a number or a name as sysfs shows it"),
+    ("record corrupt beside a profile", dict(CF, cpufreq={"epp": "power"}), "version must be 1"),
+]
+FLEETNAP_PROFILE_CPUFREQ_PREP = {c: pmachine for c, _a, _w in FLEETNAP_PROFILE_CPUFREQ}
+FLEETNAP_PROFILE_CPUFREQ_PREP.update({
+    "epp without cpufreq": no_cpufreq,
+    "scaling_governor a FIFO": pfile(POL + "scaling_governor", None),
+    "scaling_max_freq a word": pfile(POL + "scaling_max_freq", b"fast\n"),
+    "energy_perf_bias not UTF-8": pfile("root/sys/devices/system/cpu/cpu3/power/energy_perf_bias", b"\xff\n"),
+    "record not JSON": precord("{"),
+    "record names another file": precord('{"version": 1, "values": {"/etc/shadow": "x"}}'),
+    "record value with a newline": precord(json.dumps({"version": 1, "values": {GOV: "performance\nX"}})),
+    "record corrupt beside a profile": precord('{"version": 7, "values": {}}'),
+})
+
 TABLES = {
     "cpuidle_qos": CPUIDLE_QOS,
     "sleep_policy": SLEEP_POLICY,
     "fleetnap_fact": FLEETNAP_FACT,
     "textfile_metrics": TEXTFILE_METRICS,
     "fleetnap_profile": FLEETNAP_PROFILE,
+    "fleetnap_profile cpufreq": FLEETNAP_PROFILE_CPUFREQ,
     "etf_qdisc": ETF_QDISC,
     "wake_latency_probe": WAKE_LATENCY_PROBE,
 }
@@ -367,6 +456,7 @@ PREPARE = {
     "fleetnap_fact": FLEETNAP_FACT_PREP,
     "textfile_metrics": TEXTFILE_METRICS_PREP,
     "fleetnap_profile": FLEETNAP_PROFILE_PREP,
+    "fleetnap_profile cpufreq": FLEETNAP_PROFILE_CPUFREQ_PREP,
 }
 CASES = case_params(TABLES)
 
@@ -427,6 +517,8 @@ def table_run(module, tmp_path_factory):
     if module == "wake_latency_probe":
         return run_prepared(module, TABLES[module], prepare, tmp_path_factory,
                             task_extra={"check_mode": True}, state=idle_state)
+    if module == "fleetnap_profile cpufreq":
+        return run_prepared("fleetnap_profile", TABLES[module], prepare, tmp_path_factory, key="fleetnap_profile_cpufreq")
     return run_prepared(module, TABLES[module], prepare, tmp_path_factory)
 
 

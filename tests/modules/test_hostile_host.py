@@ -208,8 +208,8 @@ CPUIDLE_QOS.add("unit file immutable", dict(Q, persist=True), "fleetnap-cpuidle.
 CPUIDLE_QOS.add("state directory full", Q, "No space left on device; nothing had been changed",
                 hostile_at(STATE_DIR, "full fs"))
 CPUIDLE_QOS.add("a disable file refuses the write half-way", Q,
-                "Operation not permitted: '{in}/root/sys/devices/system/cpu/cpu7/cpuidle/state3/disable'; this "
-                "call's 16 change(s) were undone, the host is as it was",
+                "writing '1' to {in}/root/sys/devices/system/cpu/cpu7/cpuidle/state3/disable failed (Operation not "
+                "permitted); this call's 16 change(s) were undone, the host is as it was",
                 hostile_at(CPU + "/cpu7/cpuidle/state3/disable", "append-only file"))
 
 # --- sleep_policy: mem_sleep, the drop-in, the masks, the record, the metrics file ---------------
@@ -246,8 +246,8 @@ SLEEP_POLICY.add("metrics directory full", SPM, "No space left on device; check 
                  hostile_at("metrics", "full fs"))
 SLEEP_POLICY.add("metrics file a fifo", SPM, "fleetnap_sleep_policy.prom is a FIFO",
                  hostile_at("metrics/fleetnap_sleep_policy.prom", "fifo"))
-SLEEP_POLICY.add("mem_sleep refuses the write", SP, "Operation not permitted: '{in}/root/sys/power/mem_sleep'; "
-                 "this call's 1 change(s) were undone", hostile_at(POWER + "/mem_sleep", "append-only file"))
+SLEEP_POLICY.add("mem_sleep refuses the write", SP, "writing 's2idle' to {in}/root/sys/power/mem_sleep failed "
+                 "(Operation not permitted); this call's 1 change(s) were undone", hostile_at(POWER + "/mem_sleep", "append-only file"))
 
 # --- fleetnap_profile: the gate and the sleep policy in one call --------------------------------
 
@@ -272,7 +272,7 @@ FLEETNAP_PROFILE.add("cpus unicode digits", dict(FP, cstates={"max_latency_us": 
 # After the C-states were written: the sleep part fails, everything is undone.
 FLEETNAP_PROFILE.add("mem_sleep refuses the write after the C-states", dict(FP, sleep={"resume_budget_ms": 3000,
                                                                                       "resume_measured_ms": 5000}),
-                     "Operation not permitted: '{in}/root/sys/power/mem_sleep'; this call's",
+                     "writing 's2idle' to {in}/root/sys/power/mem_sleep failed (Operation not permitted); this call's",
                      hostile_at(POWER + "/mem_sleep", "append-only file"))
 FLEETNAP_PROFILE.add("drop-in directory full after the C-states", FP, "No space left on device; this call's",
                      hostile_at(DROPDIR, "full fs"))

@@ -172,7 +172,7 @@ def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
     assert sorted(decisions) == ["batch1", "web1", "web2"]
     assert {frozenset(d) for d in decisions.values()} == {frozenset(
         ["budget_us", "driver", "states", "allowed_states", "disabled_states", "sleep", "sleep_reason",
-         "resume_budget_ms", "resume_measured_ms", "changed", "powernap"])}
+         "resume_budget_ms", "resume_measured_ms", "changed", "powernap", "cpufreq"])}
     assert decisions["web1"]["budget_us"] == 50 and decisions["web1"]["disabled_states"]
     assert decisions["batch1"]["budget_us"] is None and decisions["batch1"]["disabled_states"] == []
     qos = roots["web2"].glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")
@@ -213,3 +213,38 @@ def test_an_empty_curves_directory_writes_nothing_and_absent_is_never_blocked(tm
     assert cpu == {k: v for k, v in before.items() if k.startswith("sys/devices/system/cpu/")}
     # mem_sleep written back as the kernel takes it (a captured tree keeps the word written)
     assert (root / "sys/power/mem_sleep").read_text().strip() == "s2idle"
+
+
+def test_the_cpufreq_part_is_in_the_same_call_and_in_the_table(tmp_path):
+    """latency_profile_cpufreq goes into the profile's one module call; the table shows the driver
+    and each knob before and after; a host whose driver refuses a value fails alone, unchanged."""
+    from conftest import PSTATE_DATA
+    roots = {}
+    for name, dataset in (("hwp", "cfl-u"), ("passive", "bdwup0")):
+        root = materialize(dataset, tmp_path / name)
+        materialize(dataset, root, data=PSTATE_DATA)
+        (root / "sys/power").mkdir(parents=True, exist_ok=True)
+        (root / "sys/power/state").write_text("freeze mem\n")
+        (root / "sys/power/mem_sleep").write_text("s2idle [deep]\n")
+        roots[name] = root
+    before = snapshot_tree(roots["passive"])
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {n: {"latency_profile_sysfs_root": str(r)}
+                                                       for n, r in roots.items()}}}))
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    extra = {"ansible_python_interpreter": TARGET_PYTHON, "out_dir": str(out_dir), "latency_profile_budget_us": 50,
+             "latency_profile_cpufreq": {"governor": "performance", "epp": "performance", "turbo": False}}
+    proc = run(inventory, play, extra)
+    assert proc.returncode != 0
+    assert "epp: intel_cpufreq (passive) shows no energy_performance_preference" in proc.stdout, proc.stdout[-3000:]
+    assert snapshot_tree(roots["passive"]) == before
+    decided = json.loads((out_dir / "hwp.json").read_text())
+    assert decided["cpufreq"]["writes"] == 8 + 8 + 1 and decided["disabled_states"]
+    assert (roots["hwp"] / "sys/devices/system/cpu/intel_pstate/no_turbo").read_text().strip() == "1"
+    for row in ("cpufreq: intel_pstate (active), HWP, 8 policies, 17 file(s) written",
+                "%-10s %-30s %s" % ("governors", "['powersave']", "['performance']"),
+                "%-10s %-30s %s" % ("turbo", "on", "off")):
+        assert row in proc.stdout, (row, proc.stdout[-3000:])

@@ -340,3 +340,114 @@ def test_a_field_of_the_wrong_shape_is_refused_before_the_host_is_looked_at(fiel
     with pytest.raises(pstate.FieldError) as exc:
         pstate.plan({"policies": {}}, {field: value})
     assert words in str(exc.value)
+
+
+def test_turin0_under_performance_takes_only_the_performance_preference(trees):
+    """amd-pstate-epp refuses an EPP write under the performance governor (EBUSY, "EPP cannot be
+    set under performance policy"), as intel_pstate does: refused in the plan, with the governor
+    switched in the same profile allowed."""
+    got = pstate.read_pstates(HostFS(str(trees["turin0"])))
+    wide = dict(got, policies={n: dict(p, epps=["performance", "power"]) for n, p in got["policies"].items()})
+    _w, problems = pstate.plan(wide, {"epp": "power"})
+    assert problems == ["epp: under the performance governor amd-pstate-epp takes only performance, not power"]
+    writes, problems = pstate.plan(wide, {"governor": "powersave", "epp": "power"})
+    assert problems == [] and len(writes) == 2 * len(got["policies"])
+
+
+def test_a_number_the_kernel_shows_by_name_is_not_written_again(trees):
+    """intel_pstate shows EPP 0, 192 and 255 as performance, balance_power and power: asking for
+    the number where the name is shown is no change (idempotent on a real kernel)."""
+    got = pstate.read_pstates(HostFS(str(trees["spr1"])))
+    power = dict(got, policies={n: dict(p, epp="power") for n, p in got["policies"].items()})
+    assert pstate.plan(power, {"epp": 255}) == ([], [])
+    assert len(pstate.plan(power, {"epp": 254})[0]) == len(got["policies"])
+
+
+def test_a_number_given_as_text_is_that_number():
+    assert pstate.check_field("max_khz", "2000000") == 2000000 and pstate.check_field("epb", "6") == 6
+    assert pstate.check_field("epp", "128") == 128 and pstate.check_field("governor", "powersave") == "powersave"
+    with pytest.raises(pstate.FieldError, match="max_khz"):
+        pstate.check_field("max_khz", "9" * 40)
+
+
+def _write_all(fs, writes):
+    from ansible.module_utils.fleetnap.sysfs import SysfsBatch
+    batch = SysfsBatch(fs)
+    for path, new, old in writes:
+        batch.add(path, new, old)
+    batch.apply()
+
+
+@pytest.mark.parametrize("name,fields", [
+    ("cfl-u", {"governor": "performance", "epp": "performance", "min_khz": "max", "epb": 0, "turbo": False,
+               "uncore_min_khz": "max"}),
+    ("srf8", {"epp": 200, "max_khz": "min", "uncore_max_khz": "min"}),
+    ("snr0", {"governor": "powersave", "max_khz": "min", "epb": "power"}),
+    ("turin0", {"governor": "powersave", "min_khz": "max", "turbo": False}),
+])
+def test_remembered_then_restored_gives_every_file_back(trees, tmp_path, name, fields):
+    """The record keeps each written file's earlier value; restore() on the changed host writes
+    exactly those back (test_restore_orders_... checks their order), and applied() predicts what
+    a read after the writes shows."""
+    import subprocess
+    from conftest import snapshot_tree
+    root = tmp_path / name
+    subprocess.run(["cp", "-a", str(trees[name]), str(root)], check=True)
+    fs = HostFS(str(root))
+    pristine = snapshot_tree(root)
+    before = pstate.read_pstates(fs)
+    writes, problems = pstate.plan(before, fields)
+    assert problems == [] and writes
+    record = pstate.check_record(pstate.remembered(None, writes), "record")
+    assert record["values"] == {path: old for path, _new, old in writes}
+    _write_all(fs, writes)
+    after = pstate.read_pstates(fs)
+    assert pstate.summary(pstate.applied(before, writes)) == pstate.summary(after)
+    assert pstate.remembered(record, writes) is None       # nothing new to keep
+    back, problems, gone = pstate.restore(after, record)
+    assert problems == [] and gone == [] and len(back) == len(writes)
+    _write_all(fs, back)
+    assert snapshot_tree(root) == pristine
+    assert pstate.restore(pstate.read_pstates(fs), record)[0] == []
+
+
+def test_restore_orders_a_range_the_kernel_would_refuse_otherwise(trees):
+    """A policy left at min=max=cpuinfo_max: putting back min 800000 / max 2000000 lowers the
+    minimum first; left at min=max=cpuinfo_min, going back to 2 GHz..3.8 GHz raises the maximum first."""
+    got = pstate.read_pstates(HostFS(str(trees["spr1"])))
+    p0 = got["policies"][0]
+    d = "/sys/devices/system/cpu/cpufreq/policy0/scaling_%s_freq"
+    one = dict(got, policies={0: p0}, epb={}, uncore={}, intel_pstate=None)
+    rec = {"version": 1, "values": {d % "min": "800000", d % "max": "2000000"}}
+    top = dict(one, policies={0: dict(p0, min_khz=3800000, max_khz=3800000)})
+    assert [w[0].rsplit("/", 1)[1] for w in pstate.restore(top, rec)[0]] == ["scaling_min_freq", "scaling_max_freq"]
+    rec = {"version": 1, "values": {d % "min": "2000000", d % "max": "3800000"}}
+    bottom = dict(one, policies={0: dict(p0, min_khz=800000, max_khz=800000)})
+    assert [w[0].rsplit("/", 1)[1] for w in pstate.restore(bottom, rec)[0]] == ["scaling_max_freq", "scaling_min_freq"]
+
+
+def test_a_recorded_file_the_host_no_longer_has_is_named_not_written(trees):
+    got = pstate.read_pstates(HostFS(str(trees["spr1"])))
+    rec = {"version": 1, "values": {"/sys/devices/system/cpu/cpufreq/policy9999/scaling_governor": "powersave",
+                                    "/sys/devices/system/cpu/cpufreq/policy0/scaling_governor": "performance"}}
+    writes, problems, gone = pstate.restore(got, rec)
+    assert writes == [("/sys/devices/system/cpu/cpufreq/policy0/scaling_governor", "performance", "powersave")]
+    assert problems == [] and gone == ["/sys/devices/system/cpu/cpufreq/policy9999/scaling_governor"]
+
+
+@pytest.mark.parametrize("doc,words", [
+    ([], "must be a JSON object with version and values"),
+    ({"version": 1}, "must be a JSON object with version and values"),
+    ({"version": 2, "values": {}}, "version must be 1, got 2"),
+    ({"version": True, "values": {}}, "version must be 1"),
+    ({"version": 1, "values": []}, "values must be an object of sysfs paths"),
+    ({"version": 1, "values": {"/proc/sys/kernel/panic": "1"}}, "is not a CPU frequency file fleetnap writes"),
+    ({"version": 1, "values": {"/sys/devices/system/cpu/cpufreq/policy0/../../../../power/state": "mem"}},
+     "is not a CPU frequency file"),
+    ({"version": 1, "values": {"/sys/devices/system/cpu/cpufreq/boost": 1}}, "must be a number or a name"),
+    ({"version": 1, "values": {"/sys/devices/system/cpu/cpufreq/boost": "1 2"}}, "must be a number or a name"),
+])
+def test_a_record_no_fleetnap_wrote_is_refused_naming_what(doc, words):
+    with pytest.raises(pstate.PstateError) as exc:
+        pstate.check_record(doc, "the record R")
+    assert str(exc.value).startswith("the record R") and words in str(exc.value)

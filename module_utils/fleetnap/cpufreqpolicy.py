@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A profile's CPU frequency part (fleetnap_profile's ``cpufreq`` option) as plan / apply / result
+steps, beside the C-state gate (gate.py) and the sleep policy (sleeppolicy.py):
+
+    fields = check_fields(module, p["cpufreq"])        # before the host is read; may fail_json
+    plan = plan_cpufreq(module, fs, fields, state)      # reads, decides, checks writability
+    changed = apply_cpufreq(module, plan, changes)      # writes as part of the call's Changes
+    result, diff = cpufreq_result(module, plan, changed)
+
+What the files held before fleetnap first wrote them is kept in ORIGINALS (pstate.remembered);
+state=absent writes that back (pstate.restore) and removes the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible.module_utils.fleetnap.gate import tuned_running
+from ansible.module_utils.fleetnap.persist import STATE_DIR
+from ansible.module_utils.fleetnap.pstate import (
+    FIELDS, FieldError, PstateError, applied, check_field, check_record, plan, read_pstates, remembered, restore,
+    summary,
+)
+from ansible.module_utils.fleetnap.sysfs import HostFsError, SysfsBatch
+
+ORIGINALS = STATE_DIR + "/pstate.orig.json"
+# Services that write the same knobs (tuned's [cpu] plugin, power-profiles-daemon's profiles,
+# cpupower.service's governor and frequencies at boot): reported, as tuned is for C-states.
+OTHER_WRITERS = (("power-profiles-daemon.service", "power-profiles-daemon switches EPP, EPB and the governor "
+                  "with its profiles"),
+                 ("cpupower.service", "cpupower.service sets the governor and frequencies at boot"))
+
+
+def check_fields(module, fields):
+    """The given fields (None ones dropped), each checked and normalised; fail_json naming the
+    field otherwise. Nothing is read."""
+    out = {}
+    for name in FIELDS:
+        if fields.get(name) is None:
+            continue
+        try:
+            out[name] = check_field(name, fields[name])
+        except FieldError as exc:
+            module.fail_json(msg="cpufreq.%s; nothing was changed" % exc)
+    return out
+
+
+def _warn_other_writers(module, fs):
+    if tuned_running(fs):
+        module.warn("tuned is running: its [cpu] plugin sets the governor, EPP, EPB and turbo too and may undo "
+                    "fleetnap's cpufreq writes; disable that plugin in the active tuned profile or stop tuned")
+    for unit, what in OTHER_WRITERS:
+        if os.path.lexists(fs.path("/run/systemd/units/invocation:" + unit)):
+            module.warn("%s is active: %s, over fleetnap's cpufreq writes; stop and disable it on hosts whose "
+                        "profile sets them" % (unit, what))
+
+
+def _read(module, fs):
+    try:
+        return read_pstates(fs)
+    except (PstateError, HostFsError, ValueError) as exc:
+        module.fail_json(msg="cpufreq: %s; nothing was changed"
+                             % (exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
+
+
+def plan_cpufreq(module, fs, fields, state):
+    """Read the host's CPU frequency policy and decide the writes (none when no field is given and,
+    for state=absent, when there is no record). Fails naming the fields the host does not take."""
+    record = None
+    if state == "absent":
+        where = "the record %s" % fs.path(ORIGINALS)
+        try:
+            record = fs.read_json(ORIGINALS)
+            if record is not None:
+                check_record(record, where)
+        except (HostFsError, ValueError) as exc:
+            module.fail_json(msg="%s; nothing was changed (repair the record, or remove it and set the CPU frequency "
+                                 "knobs by hand: state=absent cannot know the values to restore)" % exc)
+        if record is None:
+            return None
+        pstates = _read(module, fs)
+        writes, problems, gone = restore(pstates, record)
+        for path in gone:
+            module.warn("%s: kept in %s, but the host no longer has it; not restored" % (path, where))
+    else:
+        if not fields:
+            return None
+        pstates = _read(module, fs)
+        _warn_other_writers(module, fs)
+        writes, problems = plan(pstates, fields)
+        try:
+            record = fs.read_json(ORIGINALS)
+            if record is not None:
+                check_record(record, "the record %s" % fs.path(ORIGINALS))
+        except (HostFsError, ValueError) as exc:
+            module.fail_json(msg="%s; nothing was changed (remove it only after setting the knobs it names back "
+                                 "by hand)" % exc)
+    if problems:
+        module.fail_json(msg="cpufreq: %s; nothing was changed" % "; ".join(problems))
+    batch = SysfsBatch(fs)
+    for path, new, old in writes:
+        batch.add(path, new, old)
+    try:
+        batch.check()
+    except HostFsError as exc:
+        module.fail_json(msg="cpufreq: %s" % exc)
+    return dict(state=state, fs=fs, fields=fields, pstates=pstates, writes=writes, batch=batch, record=record,
+                changed=bool(len(batch)) or state == "absent")
+
+
+def apply_cpufreq(module, plan, changes):
+    """Make the writes (nothing in check mode) as part of ``changes``: a failure here or later in
+    the call undoes every change of the call. Returns ``changed``."""
+    if plan is None or not plan["changed"]:
+        return False
+    if module.check_mode:
+        return True
+    fs = plan["fs"]
+    try:
+        if plan["state"] == "present":
+            record = remembered(plan["record"], plan["batch"].writes)
+            if record is not None:
+                changes.write(fs.path(ORIGINALS), json.dumps(record, indent=1, sort_keys=True) + "\n", 0o600, module)
+        plan["batch"].apply_to(changes)
+        if plan["state"] == "absent":
+            changes.remove(fs.path(ORIGINALS))
+    except (HostFsError, OSError, IOError) as exc:
+        module.fail_json(msg=changes.failure("cpufreq: %s" % exc))
+    return True
+
+
+def cpufreq_result(module, plan, changed):
+    """(the result's ``cpufreq``, the diff's before and after of each file written)."""
+    if plan is None:
+        return {}, ({}, {})
+    if changed and not module.check_mode:
+        try:
+            after = read_pstates(plan["fs"])
+        except (PstateError, HostFsError, ValueError) as exc:
+            module.warn("cpufreq: reading the host again after the writes failed: %s" % exc)
+            after = applied(plan["pstates"], plan["batch"].writes)
+    else:
+        after = applied(plan["pstates"], plan["batch"].writes)
+    result = dict(before=summary(plan["pstates"]), after=summary(after), writes=len(plan["batch"]),
+                  restored=plan["state"] == "absent" and changed)
+    before_diff = dict((path, old) for path, _new, old in plan["batch"].writes)
+    after_diff = dict((path, new) for path, new, _old in plan["batch"].writes)
+    return result, (before_diff, after_diff)
