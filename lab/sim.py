@@ -14,7 +14,9 @@ mount namespace, so playbooks run over real SSH against N different machines:
 * machine: host i is the captured machine number (i-1) mod M of ``tests/data/cpuidle``
   (M machines, sorted by name, or the list in ``SIM_MACHINES``), so neighbours differ.  Each
   capture is materialized once into ``<state>/machines/<machine>/cpu`` (``ro|`` files 0444,
-  ``rw|`` files 0644, as sysfs shows them) plus its kernel command line.
+  ``rw|`` files 0644, as sysfs shows them) plus its kernel command line; the same machine's
+  CPU frequency capture (``tests/data/pstates``: cpufreq policies, intel_pstate, EPB, uncore)
+  goes into the same tree.
 * isolation: ``ip netns exec`` + ``unshare --mount --propagation private`` give sshd a private
   mount namespace: ``/sys/devices/system/cpu`` = overlay(captured machine) and ``/sys/power``
   = overlay(a kernel offering S3: ``freeze mem``, ``s2idle [deep]``) on a tmpfs fresh at each
@@ -83,6 +85,7 @@ from proc import (all_processes, file_lock, proc_argv, read_pid, running, spawn,
 LAB_DIR = Path(__file__).resolve().parent
 REPO = LAB_DIR.parent
 CPUIDLE_DATA = REPO / "tests" / "data" / "cpuidle"
+PSTATE_DATA = REPO / "tests" / "data" / "pstates"
 SSHD = "/usr/sbin/sshd"
 CPU_DIR = "/sys/devices/system/cpu"
 POWER_DIR = "/sys/power"
@@ -106,7 +109,7 @@ POWER_VERSION = "3"
 DEFAULT_RESUME = "loguniform:0.05:11"
 RACK_SIZE = 12
 # The capture format version: bump to re-materialize the machine templates.
-TEMPLATE_VERSION = "1"
+TEMPLATE_VERSION = "2"
 
 
 class SimError(Exception):
@@ -294,6 +297,9 @@ def materialize(machine: str, dest: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".%s." % machine, dir=str(dest.parent)))
     cpu = tmp / "cpu"
     cmdline, entries = parse_capture(src)
+    freq = PSTATE_DATA / ("%s.txt" % machine)
+    if freq.exists():           # the same machine's cpufreq, EPB and uncore files, beside its cpuidle
+        entries += parse_capture(freq)[1]
     for mode, path, value in entries:
         if not path.startswith(CPU_DIR + "/"):
             raise SimError("%s: %s is outside %s; the simulator only overlays that tree" % (src, path, CPU_DIR))

@@ -25,6 +25,11 @@ description:
   - Both parts are planned (read, validated, decided, writability checked) before anything is
     written, so bad input in either part fails and changes nothing. If the sleep part fails while
     writing, the C-state writes of the same call are rolled back.
+  - With O(state=present) the files the profile set and their values (C-state disables, the
+    CPU frequency files of O(cpufreq)) are kept in C(/var/lib/fleetnap/profile.want); the role
+    C(gear_member)'s put-back after a park's wake compares them with what the host shows and writes
+    back those that drifted, counting them (C(fleetnap_profile_drift_total), with O(metrics_dir)).
+    O(state=absent) removes it.
   - Which module to call. This one, to apply a latency profile, in one call per host (a Python start
     on the host is what a fleet-wide apply costs). M(cpuidle_qos) and M(sleep_policy) are its two
     halves for a host that needs only one of them; all three share the code and the originals
@@ -424,7 +429,9 @@ import math
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.cpuidle import state_names
-from ansible.module_utils.fleetnap.cpufreqpolicy import apply_cpufreq, check_fields, cpufreq_result, plan_cpufreq
+from ansible.module_utils.fleetnap.cpufreqpolicy import (
+    apply_cpufreq, check_fields, cpufreq_result, plan_cpufreq, want_text, write_want,
+)
 from ansible.module_utils.fleetnap.gate import (
     GATE_ARGS, GATE_TOP_LEVEL, PM_QOS_MAX_US, apply_gate, gate_result, plan_gate, read_gate_model,
 )
@@ -675,6 +682,9 @@ def main():
     if sleep_plan is not None:
         sleep_changed = apply_sleep(module, sleep_plan, changes)
     freq_changed = apply_cpufreq(module, freq_plan, changes)
+    # What the profile set, for the check after a wake (gear_member's resume path); removed by absent.
+    want = want_text(module, gate_plan, freq_plan, freq_changed, p["metrics_dir"]) if present else None
+    want_changed = write_want(module, fs, want, changes)
 
     cstates = gate_result(module, gate_plan, gate_changed)
     sleep_res = sleep_result(module, sleep_plan, sleep_changed) if sleep_plan is not None else {}
@@ -689,7 +699,7 @@ def main():
         diff["before"]["cpufreq"], diff["after"]["cpufreq"] = freq_before, freq_after
     rows = cstates["states"]
     result = dict(
-        changed=bool(gate_changed or sleep_changed or freq_changed),
+        changed=bool(gate_changed or sleep_changed or freq_changed or want_changed),
         driver=cstates["driver"],
         states=rows,
         allowed_states=[r["name"] for r in rows if r["allowed"]],

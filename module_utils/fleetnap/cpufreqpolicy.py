@@ -18,15 +18,17 @@ from __future__ import annotations
 import json
 import os
 
-from ansible.module_utils.fleetnap.gate import tuned_running
+from ansible.module_utils.fleetnap.fileio import RECORD
+from ansible.module_utils.fleetnap.gate import disable_path, tuned_running
 from ansible.module_utils.fleetnap.persist import STATE_DIR
 from ansible.module_utils.fleetnap.pstate import (
     FIELDS, FieldError, PstateError, applied, check_field, check_record, plan, read_pstates, remembered, restore,
-    summary,
+    summary, wanted,
 )
 from ansible.module_utils.fleetnap.sysfs import HostFsError, SysfsBatch
 
 ORIGINALS = STATE_DIR + "/pstate.orig.json"
+WANT = STATE_DIR + "/profile.want"
 # Services that write the same knobs (tuned's [cpu] plugin, power-profiles-daemon's profiles,
 # cpupower.service's governor and frequencies at boot): reported, as tuned is for C-states.
 OTHER_WRITERS = (("power-profiles-daemon.service", "power-profiles-daemon switches EPP, EPB and the governor "
@@ -132,18 +134,63 @@ def apply_cpufreq(module, plan, changes):
     return True
 
 
+def _after(module, plan, changed):
+    """The host's CPU frequency policy after the writes: read again in a real run (what the kernel
+    shows: intel_pstate names a number it has a name for), predicted in check mode."""
+    if "after" not in plan:
+        plan["after"] = applied(plan["pstates"], plan["batch"].writes)
+        if changed and not module.check_mode:
+            try:
+                plan["after"] = read_pstates(plan["fs"])
+            except (PstateError, HostFsError, ValueError) as exc:
+                module.warn("cpufreq: reading the host again after the writes failed: %s" % exc)
+    return plan["after"]
+
+
+def want_text(module, gate_plan, freq_plan, freq_changed, metrics_dir):
+    """WANT: every file the applied profile set, with its value (the C-state disables of the CPUs
+    the gate acted on, the CPU frequency files of the fields given), for the check after a wake
+    (gear_member's templates/unpark.sh.j2, run by the park's resume hook: POSIX sh, no Python)."""
+    lines = ["# fleetnap_profile: the files this host's latency profile set and their values. After a",
+             "# wake that ends a park, gear_member's resume path writes back each one that drifted and",
+             "# counts it (fleetnap_profile_drift_total). Written by fleetnap_profile; do not edit."]
+    if metrics_dir:
+        lines.append("#metrics_dir %s" % metrics_dir)
+    if gate_plan is not None and not gate_plan["absent"]:
+        allowed = dict((r["name"], r["allowed"]) for r in gate_plan["rows"])
+        for cpu in gate_plan["acted"]:
+            for state in gate_plan["by_cpu"][cpu]["states"]:
+                lines.append("%s %s" % (disable_path(cpu, state["index"]), "0" if allowed[state["name"]] else "1"))
+    if freq_plan is not None and freq_plan["state"] == "present":
+        lines += ["%s %s" % pair for pair in wanted(_after(module, freq_plan, freq_changed), freq_plan["fields"])]
+    return "\n".join(lines) + "\n"
+
+
+def write_want(module, fs, text, changes):
+    """WANT holds ``text`` (None: removed), as one of the call's changes; True when it changed."""
+    try:
+        now = fs.read_bytes(WANT, RECORD)
+    except (HostFsError, OSError, ValueError) as exc:
+        module.fail_json(msg=changes.failure("%s cannot be read: %s" % (fs.path(WANT), exc)))
+    if (text is None and now is None) or (text is not None and now == text.encode()):
+        return False
+    if module.check_mode:
+        return True
+    try:
+        if text is None:
+            changes.remove(fs.path(WANT))
+        else:
+            changes.write(fs.path(WANT), text, 0o644, module)
+    except (HostFsError, OSError, IOError) as exc:
+        module.fail_json(msg=changes.failure("writing %s failed: %s" % (fs.path(WANT), exc)))
+    return True
+
+
 def cpufreq_result(module, plan, changed):
     """(the result's ``cpufreq``, the diff's before and after of each file written)."""
     if plan is None:
         return {}, ({}, {})
-    if changed and not module.check_mode:
-        try:
-            after = read_pstates(plan["fs"])
-        except (PstateError, HostFsError, ValueError) as exc:
-            module.warn("cpufreq: reading the host again after the writes failed: %s" % exc)
-            after = applied(plan["pstates"], plan["batch"].writes)
-    else:
-        after = applied(plan["pstates"], plan["batch"].writes)
+    after = _after(module, plan, changed)
     result = dict(before=summary(plan["pstates"]), after=summary(after), writes=len(plan["batch"]),
                   restored=plan["state"] == "absent" and changed)
     before_diff = dict((path, old) for path, _new, old in plan["batch"].writes)

@@ -66,7 +66,7 @@ PM_QOS_MAX_US = 2000000000
 GOVERNOR_NAME = re.compile(r"^[a-z0-9_-]{1,15}$")
 
 
-def _disable_path(cpu, index):
+def disable_path(cpu, index):
     return "%s/cpu%d/cpuidle/state%d/disable" % (CPU_DIR, cpu, index)
 
 
@@ -227,7 +227,7 @@ def plan_gate(module, p, model=None):
             continue
         acted.append(cpu)
         for state in info["states"]:
-            batch.add(_disable_path(cpu, state["index"]), "0" if allowed[state["name"]] else "1", state["disable"])
+            batch.add(disable_path(cpu, state["index"]), "0" if allowed[state["name"]] else "1", state["disable"])
         if p["resume_latency_us"] is not None:
             if info["pm_qos_resume_latency_us"] is None:
                 module.fail_json(msg="resume_latency_us: %s does not exist; this kernel has no per-CPU PM QoS "
@@ -432,7 +432,7 @@ def _plan_absent(module, fs, model):
                 for state in cpu["states"]:
                     old = _saved_disable(originals, where, cpu, state)
                     if old is not None:
-                        batch.add(_disable_path(cpu["cpu"], state["index"]), old, state["disable"])
+                        batch.add(disable_path(cpu["cpu"], state["index"]), old, state["disable"])
                 saved = originals.get("cpus", {}).get(str(cpu["cpu"])) or {}
                 qos = saved.get("pm_qos_resume_latency_us")
                 if qos is not None and cpu["pm_qos_resume_latency_us"] is not None:

@@ -552,6 +552,36 @@ def restore(pstates, record):
     return writes, problems, gone
 
 
+def wanted(pstates, fields):
+    """``(path, value)`` for every file a profile's ``fields`` set, with the value ``pstates`` (the
+    host read after the writes) shows: what a check after a wake compares with. Only the files
+    plan() would write (TPMI uncore domains where there are any, the turbo file the host has)."""
+    fields = {k: v for k, v in fields.items() if v is not None}
+    out = []
+    keys = (("governor", "scaling_governor", "governor"), ("min_khz", "scaling_min_freq", "min_khz"),
+            ("max_khz", "scaling_max_freq", "max_khz"), ("epp", "energy_performance_preference", "epp"))
+    for number in sorted(pstates["policies"]):
+        p = pstates["policies"][number]
+        for field, name, key in keys:
+            if field in fields and p[key] is not None:
+                out.append(("%s/policy%d/%s" % (CPUFREQ, number, name), str(p[key])))
+    if "turbo" in fields:
+        intel = pstates["intel_pstate"] or {}
+        if intel.get("no_turbo") is not None:
+            out.append((INTEL_PSTATE + "/no_turbo", str(intel["no_turbo"])))
+        elif pstates["boost"] is not None:
+            out.append((CPUFREQ + "/boost", str(pstates["boost"])))
+    if "epb" in fields:
+        out += [("%s/cpu%d/power/energy_perf_bias" % (CPU, cpu), str(v)) for cpu, v in sorted(pstates["epb"].items())]
+    domains = pstates["uncore"]
+    names = sorted(n for n, u in domains.items() if u["layout"] == "tpmi") or sorted(domains)
+    for n in names:
+        for key in ("min", "max"):
+            if "uncore_%s_khz" % key in fields:
+                out.append(("%s/%s/%s_freq_khz" % (UNCORE, n, key), str(domains[n]["%s_khz" % key])))
+    return out
+
+
 def applied(pstates, writes):
     """A copy of ``pstates`` as it reads once ``writes`` ((path, new, old), plan()'s or restore()'s)
     are made: what check mode predicts (a real run reads the host again instead)."""
@@ -577,4 +607,4 @@ def applied(pstates, writes):
 
 
 __all__ = ["FIELDS", "FieldError", "PstateError", "UnsafeFileError", "applied", "check_field", "check_record", "plan",
-           "read_pstates", "remembered", "restore", "summary"]
+           "read_pstates", "remembered", "restore", "summary", "wanted"]

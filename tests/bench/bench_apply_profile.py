@@ -12,6 +12,9 @@ before):
    host alone (the same C-state gate and sleep policy as apply_profile) -- what the playbook costs
    without its controller-side tasks, a reference;
 3. ``playbooks/apply_profile.yml`` with a profile of ``--budget`` us (declared margin 1.0);
+   ``apply_cpufreq``: the same profile with a CPU frequency part (``cpufreq: {governor:
+   performance, max_khz: max}``, which every captured machine takes), in the same one module
+   call per host (issue 38);
 4. ``tests/bench/naive_apply_profile.yml`` -- the same end state written by hand: full fact
    gathering, a shell task to find the states over the budget, then one ``echo 1 > .../disable``
    shell task per state (``--naive-granularity state``, the default) or per CPU and state
@@ -21,7 +24,9 @@ After every run it reads back EVERY ``cpuidle/stateN/disable`` file of every hos
 host's own mount namespace (``/proc/<sshd pid>/root``) and compares with an oracle computed
 straight from tests/data/cpuidle (disabled iff the declared latency exceeds the budget; the
 captured value otherwise): the ping run must leave the captures untouched, both profile runs
-must end in exactly that state -- so no run can win by doing nothing. Besides wall time it
+must end in exactly that state -- so no run can win by doing nothing. After ``apply_cpufreq`` it
+also reads every policy's ``scaling_governor`` and ``scaling_max_freq`` (performance, and the
+policy's own ``cpuinfo_max_freq``). Besides wall time it
 reports the CPU seconds the controller's ansible processes used and the CPU seconds spent on
 the simulated hosts (every process in their namespaces: sshd sessions and modules).
 
@@ -113,13 +118,20 @@ def netns_cpu_seconds(hosts: list[dict]) -> float:
     return ticks / hz
 
 
-def verify(hosts: list[dict], budget_us: float | None) -> tuple[int, list[str]]:
-    """Read every disable file of every host through its namespace; (files checked, problems)."""
+def verify(hosts: list[dict], budget_us: float | None, cpufreq=False) -> tuple[int, list[str]]:
+    """Read every disable file of every host through its namespace (and with ``cpufreq`` every
+    policy's governor and maximum); (files checked, problems)."""
     problems, checked = [], 0
     for h in hosts:
         root = Path("/proc/%d/root/sys/devices/system/cpu" % h["pid"])
         want = expected(h["machine"], budget_us)
         bad = []
+        for policy in sorted(root.glob("cpufreq/policy*")) if cpufreq else []:
+            got = ((policy / "scaling_governor").read_text().strip(), (policy / "scaling_max_freq").read_text().strip())
+            top = (policy / "cpuinfo_max_freq").read_text().strip()
+            checked += 2
+            if got != ("performance", top):
+                bad.append("%s governor/max=%s (want performance/%s)" % (policy.name, "/".join(got), top))
         for key, value in sorted(want.items()):
             got = (root / key / "disable").read_text().strip()
             checked += 1
@@ -178,7 +190,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=10.0, help="latency budget in us (default 10: "
                     "disables at least one state on every captured machine)")
     ap.add_argument("--naive-granularity", choices=["state", "cpu_state"], default="state")
-    ap.add_argument("--runs", default="ping,gate,apply,naive", help="comma-separated subset, in order")
+    ap.add_argument("--runs", default="ping,gate,apply,apply_cpufreq,naive", help="comma-separated subset, in order")
     ap.add_argument("--limit", type=int, default=0, help="only the first N hosts (0: all)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each of ping, gate and apply (median quoted)")
     ap.add_argument("--naive-repeat", type=int, default=1, help="runs of the naive playbook")
@@ -202,6 +214,7 @@ def main(argv=None) -> int:
         pattern = ",".join(r["host"] for r in status)
         load0 = os.getloadavg()
         profile = {"bench": {"budget_us": args.budget, "resume_budget_ms": None, "declared_margin": 1.0}}
+        freq_profile = {"bench": dict(profile["bench"], cpufreq={"governor": "performance", "max_khz": "max"})}
         inv = str(args.inventory)
         commands = {
             "ping": [str(VENV_BIN / "ansible"), "-i", inv, pattern, "-m", "ansible.builtin.ping"],
@@ -210,6 +223,9 @@ def main(argv=None) -> int:
             "apply": [str(VENV_BIN / "ansible-playbook"), "-i", inv, "playbooks/apply_profile.yml",
                       "-e", json.dumps({"fleetnap_profiles": profile, "fleetnap_profile": "bench",
                                         "fleetnap_targets": pattern})],
+            "apply_cpufreq": [str(VENV_BIN / "ansible-playbook"), "-i", inv, "playbooks/apply_profile.yml",
+                              "-e", json.dumps({"fleetnap_profiles": freq_profile, "fleetnap_profile": "bench",
+                                                "fleetnap_targets": pattern})],
             "naive": [str(VENV_BIN / "ansible-playbook"), "-i", inv, "tests/bench/naive_apply_profile.yml",
                       "-e", json.dumps({"naive_budget_us": args.budget, "naive_targets": pattern,
                                         "naive_granularity": args.naive_granularity})],
@@ -217,12 +233,12 @@ def main(argv=None) -> int:
         results = {}
         for label in [r.strip() for r in args.runs.split(",") if r.strip()]:
             if label not in commands:
-                raise BenchError("--runs: unknown run %r (ping, gate, apply, naive)" % label)
+                raise BenchError("--runs: unknown run %r (%s)" % (label, ", ".join(commands)))
             for _ in range(args.naive_repeat if label == "naive" else args.repeat):
                 hosts = hosts_of(args)[:n]    # pids change with every reset
                 res = timed_run(args, label, commands[label], hosts, logdir)
                 hosts = hosts_of(args)[:n]
-                checked, problems = verify(hosts, None if label == "ping" else args.budget)
+                checked, problems = verify(hosts, None if label == "ping" else args.budget, label == "apply_cpufreq")
                 if problems:
                     raise BenchError("%s: hosts did not end in the expected state:\n  %s\nlog: %s"
                                      % (label, "\n  ".join(problems[:10]), res["log"]))
@@ -240,6 +256,7 @@ def main(argv=None) -> int:
               "ansible.cfg; load average before %.1f)" % (n, len(machines), args.budget, load0[0]))
     names = {"ping": "ansible -m ping (floor)", "gate": "fleetnap_profile alone (ad hoc, 1 call per host)",
              "apply": "playbooks/apply_profile.yml",
+             "apply_cpufreq": "apply_profile.yml, profile with cpufreq",
              "naive": "naive playbook (one shell task per %s)" % args.naive_granularity.replace("cpu_state", "CPU and state")}
     rep.print("%-48s %9s %15s %12s" % ("run (each line one run)", "seconds", "controller CPU s", "hosts CPU s"))
     for label, runs in results.items():
@@ -254,6 +271,8 @@ def main(argv=None) -> int:
                   % (cpu["apply"], cpu["ping"], cpu["apply"] / cpu["ping"]))
         rep.print("for comparison, issue 36 at 4d25784: apply / ping 1.86x (56.3 s / 30.4 s), controller CPU "
                   "46.8 s / 15.5 s")
+    if "ping" in med and "apply_cpufreq" in med:
+        rep.target("apply with cpufreq / ping (medians)", med["apply_cpufreq"] / med["ping"], "<=", 1.2, "x")
     if "apply" in med and "naive" in med:
         rep.target("naive / apply (medians)", med["naive"] / med["apply"], ">=", 5.0, "x")
     if "ping" in med and "gate" in med:

@@ -29,6 +29,11 @@ def machine(tmp_path, dataset="ivbep1", states="freeze mem disk", mem_sleep="s2i
     return root
 
 
+def disabled_files(grep_output):
+    from pathlib import Path
+    return [Path(line) for line in grep_output.splitlines() if line]
+
+
 def profile(module_runner, root, check=False, diff=False, **args):
     args.setdefault("sysfs_root", str(root))
     return module_runner("fleetnap_profile", args, check=check, diff=diff)
@@ -47,13 +52,15 @@ def test_same_end_state_as_the_two_modules(dataset, budget, resume_budget, want_
     pristine = snapshot_tree(one / "sys")
     args = {"sysfs_root": str(one), "cstates": {"max_latency_us": budget, "declared_latency_margin": 1.5},
             "sleep": {"resume_budget_ms": resume_budget}}
-    res, disabled, gate, sleep, same, again, absent = run_batch([
+    res, disabled, kept, gate, sleep, same, again, absent = run_batch([
         {"module": "fleetnap_profile", "args": args},
         {"command": ["grep", "-rlx", "--include=disable", "1", str(one / "sys/devices/system/cpu")]},
+        {"command": ["cat", str(one / "var/lib/fleetnap/profile.want")]},
         {"module": "cpuidle_qos", "args": {"max_latency_us": budget, "declared_latency_margin": 1.5,
                                             "sysfs_root": str(two)}},
         {"module": "sleep_policy", "args": {"allow": want_sleep, "sysfs_root": str(two)}},
-        {"command": ["diff", "-r", str(one), str(two)]},
+        # profile.want is fleetnap_profile's own (what it set, for the check after a wake; below)
+        {"command": ["diff", "-r", "-x", "profile.want", str(one), str(two)]},
         {"module": "fleetnap_profile", "args": args},
         {"module": "fleetnap_profile", "args": {"sysfs_root": str(one), "state": "absent"}},
     ], tmp_path / "batch")
@@ -66,6 +73,11 @@ def test_same_end_state_as_the_two_modules(dataset, budget, resume_budget, want_
     assert res["states"] == gate["states"] and res["cstates"]["writes"] == gate["writes"]
     assert res["disabled_states"] == [s["name"] for s in gate["states"] if not s["allowed"]]
     assert res["sleep_policy"]["mem_sleep"] == sleep["mem_sleep"]
+    # profile.want names every disable file of the machine with the value it holds now.
+    want = dict(line.split(" ") for line in kept["stdout"].splitlines() if not line.startswith("#"))
+    assert len(want) == len(list((one / "sys/devices/system/cpu").glob("cpu*/cpuidle/state*/disable")))
+    assert {k for k, v in want.items() if v == "1"} == {"/" + str(p.relative_to(one)) for p in disabled_files(
+        disabled.get("stdout", ""))}
     # Idempotent; absent restores the capture.
     assert not again.changed and again["cstates"]["writes"] == 0
     assert absent.changed and absent["sleep"] is None and absent["states"] == []
@@ -74,6 +86,7 @@ def test_same_end_state_as_the_two_modules(dataset, budget, resume_budget, want_
     assert restored.pop("power/mem_sleep") in (b"deep", pristine.pop("power/mem_sleep"))
     assert restored == pristine
     assert not (one / "var/lib/fleetnap/cpuidle_qos.orig.json").exists()
+    assert not (one / "var/lib/fleetnap/profile.want").exists()
     assert not (one / "etc/systemd/sleep.conf.d/fleetnap.conf").exists()
 
 

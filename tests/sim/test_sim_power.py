@@ -455,6 +455,49 @@ def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_its
     assert ssh(psim, host, "echo deep > /sys/power/mem_sleep").returncode == 0
 
 
+def test_a_profile_knob_changed_during_a_park_is_put_back_by_the_hosts_resume_path(psim, tmp_path):
+    """Issue 38: fleetnap_profile sets EPP and EPB (and the C-states) on a simulated host with a
+    captured HWP machine (aml-y-2: intel_pstate, EPP, EPB); the host is parked in S3 by
+    gear_member; while it sleeps its EPP is changed behind its back (as a resume that resets EPP
+    does); a magic packet wakes it, and with no command from the controller its resume path
+    writes the profile's EPP back and counts it (drift.counts, fleetnap_profile_drift_total)."""
+    host = [n for n, h in sorted(psim.hosts().items()) if h["machine"] == "aml-y-2"][0]
+    metrics = "/var/lib/fleetnap-test-metrics"
+    assert ssh(psim, host, "mkdir -p %s" % metrics).returncode == 0
+    res = psim.ansible(host, "fleetnap_profile", {"cstates": {"max_latency_us": 50}, "sleep": {"manage": False},
+                                                  "cpufreq": {"epp": "power", "epb": "power"},
+                                                  "metrics_dir": metrics})[host]
+    assert not res.get("failed") and res["cpufreq"]["writes"] == 4 + 4, res
+    epp = "/sys/devices/system/cpu/cpufreq/policy%d/energy_performance_preference"
+    assert [psim.read(host, epp % n).strip() for n in range(4)] == ["power"] * 4
+    play = tmp_path / "park.yml"
+    play.write_text("""
+- hosts: %s
+  gather_facts: false
+  tasks:
+    - name: Park
+      ansible.builtin.include_role:
+        name: gear_member
+      vars:
+        gear_member_action: down
+        gear_member_power_ok: true
+""" % host)
+    proc = psim.playbook(str(play))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    wait("%s asleep" % host, lambda: last(psim, host)["state"] == "S3", timeout=30)
+    # During the park, from outside the host (its processes are frozen): two policies' EPP reset.
+    root = Path("/proc/%d/root" % psim.hosts()[host]["pid"])
+    for n in (0, 3):
+        (root / (epp % n).lstrip("/")).write_text("balance_performance\n")
+    magic_packet(psim, host)
+    wait("%s to answer" % host, lambda: answers(psim.hosts()[host]["ip"]), timeout=60)
+    wait("the resume hook to finish", lambda: ssh(psim, host, "test ! -e /run/fleetnap/park-resume").returncode == 0,
+         timeout=15)
+    assert [psim.read(host, epp % n).strip() for n in range(4)] == ["power"] * 4
+    assert psim.read(host, "/var/lib/fleetnap/drift.counts") == "epp 2\n"
+    assert 'fleetnap_profile_drift_total{knob="epp"} 2' in psim.read(host, metrics + "/fleetnap_profile_drift.prom")
+
+
 def test_down_stops_every_bmc_and_power_program(psim):
     dirs = [h["dir"] for h in psim.hosts().values()]
     psim.cli("down")

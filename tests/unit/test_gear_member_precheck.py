@@ -623,3 +623,49 @@ def test_a_unit_to_restart_that_is_no_unit_name_is_refused_before_anything(tmp_p
     proc = sh(result["msg"])
     line = refused(proc, "gear_member_resume_restart must name systemd units", "x$(touch")
     assert line and not marker.exists() and snapshot_tree(root) == before
+
+
+def test_unpark_puts_back_the_profile_files_that_drifted_and_counts_them(scripts):
+    """After a wake (the park's resume hook runs unpark.sh.j2, and so does verify's login), every
+    file fleetnap_profile set (its record profile.want, written by the real module here on a
+    captured machine) is compared with what the host shows: EPP reset by a resume, an EPB and a
+    C-state disable changed by hand during the park are written back, counted per knob in
+    drift.counts and in the textfile metric fleetnap_profile_drift_total, and said in one line;
+    a second run finds nothing. POSIX sh, no Python on the host."""
+    from conftest import PSTATE_DATA, materialize
+    root = build(scripts[0])
+    materialize("cfl-u", root)
+    materialize("cfl-u", root, data=PSTATE_DATA)
+    res = run_module("fleetnap_profile", {"sysfs_root": str(root), "cstates": {"max_latency_us": 2},
+                                          "cpufreq": {"epp": "power", "epb": "balance-power"},
+                                          "sleep": {"manage": False}})
+    assert not res.failed and res.changed, res.get("msg")
+    want = root / "var/lib/fleetnap/profile.want"
+    # The module names the metrics directory when given one (a host path: here one under the
+    # test's root, as the script prefixes every path with it).
+    want.write_text(want.read_text() + "#metrics_dir /metrics\n")
+    (root / "metrics").mkdir()
+    cpu = root / "sys/devices/system/cpu"
+    set_by_profile = snapshot_tree(cpu)
+    for n in range(8):
+        (cpu / ("cpufreq/policy%d/energy_performance_preference" % n)).write_text("balance_performance\n")
+    (cpu / "cpu3/power/energy_perf_bias").write_text("6\n")
+    disable = cpu / "cpu5/cpuidle/state3/disable"
+    disable.write_text("0\n" if disable.read_text().strip() == "1" else "1\n")
+    proc = sh(scripts[1]["unpark"])
+    assert proc.returncode == 0 and proc.stderr == "", proc
+    assert proc.stdout == "profile drift: put back cstate_disable 1, epb 1, epp 8\n", proc.stdout
+    assert snapshot_tree(cpu) == set_by_profile
+    assert (root / "var/lib/fleetnap/drift.counts").read_text() == "cstate_disable 1\nepb 1\nepp 8\n"
+    prom = (root / "metrics/fleetnap_profile_drift.prom").read_text()
+    assert 'fleetnap_profile_drift_total{knob="epp"} 8\n' in prom and "# TYPE fleetnap_profile_drift_total counter" in prom
+    again = sh(scripts[1]["unpark"])
+    assert again.returncode == 0 and again.stdout == "", again.stdout
+    (cpu / "cpufreq/policy2/energy_performance_preference").write_text("default\n")
+    assert sh(scripts[1]["unpark"]).stdout == "profile drift: put back epp 1\n"
+    assert (root / "var/lib/fleetnap/drift.counts").read_text() == "cstate_disable 1\nepb 1\nepp 9\n"
+    assert 'fleetnap_profile_drift_total{knob="epp"} 9\n' in (root / "metrics/fleetnap_profile_drift.prom").read_text()
+    # A record line naming a file outside the CPU tree is not followed.
+    put(root, "/etc/hostname", "host\n")
+    want.write_text(want.read_text() + "/etc/hostname changed\n/sys/devices/system/cpu/../../../etc/hostname x\n")
+    assert sh(scripts[1]["unpark"]).stdout == "" and (root / "etc/hostname").read_text() == "host\n"

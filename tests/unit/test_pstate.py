@@ -403,6 +403,13 @@ def test_remembered_then_restored_gives_every_file_back(trees, tmp_path, name, f
     _write_all(fs, writes)
     after = pstate.read_pstates(fs)
     assert pstate.summary(pstate.applied(before, writes)) == pstate.summary(after)
+    # wanted(): every file the fields govern with the value the host shows now (the check after a
+    # wake compares them): the files written among them, each with the value written.
+    want = dict(pstate.wanted(after, fields))
+    assert {path: new for path, new, _old in writes}.items() <= want.items()
+    assert all((root / path.lstrip("/")).read_text().strip() == value for path, value in want.items())
+    assert {path.rsplit("/", 1)[1] for path in want} == {path.rsplit("/", 1)[1] for path, _n, _o in writes} | (
+        {"scaling_governor"} if "governor" in fields else set())
     assert pstate.remembered(record, writes) is None       # nothing new to keep
     back, problems, gone = pstate.restore(after, record)
     assert problems == [] and gone == [] and len(back) == len(writes)
