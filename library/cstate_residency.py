@@ -14,6 +14,12 @@ description:
     (entries and time, from C(/sys/devices/system/cpu/cpu*/cpuidle)) and writes them as
     C(fleetnap_cstate_entries_total), C(fleetnap_cstate_residency_seconds_total) and
     C(fleetnap_cstate_disabled) to C(DIR/fleetnap_cstate_residency.prom), atomically.
+  - The idle governor's misses too, where the kernel counts them (C(above), C(below)):
+    C(fleetnap_cstate_above_total), C(fleetnap_cstate_below_total) with C(cause=qos) (the deeper
+    state was excluded by the CPU's PM QoS limit, the per-CPU resume latency or the global
+    C(/dev/cpu_dma_latency) one) or C(cause=governor), C(fleetnap_cstate_qos_bounded) and the
+    share of each state's entries that missed since boot, C(fleetnap_cstate_miss_ratio). The
+    module returns advice from them (RV(advice)).
   - The counters change all the time, so every call rewrites the file; schedule the module (or
     a cron job running it) at the scrape interval you need.
 version_added: "0.1.0"
@@ -56,12 +62,24 @@ samples:
   returned: always
   type: int
   sample: 480
+advice:
+  description:
+    - What the misses say of the latency budget, per state over the host's CPUs (more than 20 % of a
+      state's entries since boot). Rule C(above) on the deepest allowed state (the CPUs sleep deeper
+      than their idle periods pay for), rule C(below_qos) (the PM QoS limit, not the governor,
+      keeps them out of a deeper state that would have fitted).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{state: C6, rule: above, share: 0.31, entries: 173931,
+            text: "31 % of C6's entries were shorter than its target residency: ..."}]
 """
 
 import os
 
-from ansible.module_utils.fleetnap.cpuidle import CpuidleError
-from ansible.module_utils.fleetnap.residency import collect
+from ansible.module_utils.fleetnap.cpuidle import CpuidleError, read_cpu_dma_latency, read_model
+from ansible.module_utils.fleetnap.prom import render
+from ansible.module_utils.fleetnap.residency import miss_advice, residency_metrics
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
 from ansible.module_utils.fleetnap.validate import ansible_module, check_params, directory
 
@@ -85,7 +103,10 @@ def main():
         module.fail_json(msg="%s is a directory: remove it, the metrics file goes there" % path)
     fs = HostFS(module.params["sysfs_root"])
     try:
-        text = collect(fs)
+        model = read_model(fs)
+        global_us = read_cpu_dma_latency(fs)
+        text = render(residency_metrics(model, global_us))
+        advice = miss_advice(model, global_us)
     except (CpuidleError, HostFsError) as exc:
         module.fail_json(msg=str(exc))
     except UnicodeDecodeError as exc:
@@ -98,7 +119,7 @@ def main():
             changed = write_file_atomic(HostFS("/"), path, text, 0o644, module)
         except (HostFsError, OSError) as exc:
             module.fail_json(msg="%s; the metrics file is as it was" % exc)
-    module.exit_json(changed=changed, path=path, samples=samples)
+    module.exit_json(changed=changed, path=path, samples=samples, advice=advice)
 
 
 if __name__ == "__main__":

@@ -265,9 +265,10 @@ import signal
 import time
 
 from ansible.module_utils.fleetnap import fileio
-from ansible.module_utils.fleetnap.cpuidle import CPU_DIR, POLL, CpuidleError, read_model, state_names
+from ansible.module_utils.fleetnap.cpuidle import (
+    CPU_DIR, POLL, CpuidleError, read_cpu_dma_latency, read_model, state_names,
+)
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
-from ansible.module_utils.fleetnap.persist import read_cpu_dma_latency
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch
 from ansible.module_utils.fleetnap.validate import ParamError, ansible_module, check_params, name, names, number
 from ansible.module_utils.fleetnap.wakeprobe import (

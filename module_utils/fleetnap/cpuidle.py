@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 
 from ansible.module_utils.fleetnap.cpulist import CpuListError, format_cpulist, parse_cpulist
-from ansible.module_utils.fleetnap.fileio import HostFsError
+from ansible.module_utils.fleetnap.fileio import HostFsError, open_device
 from ansible.module_utils.fleetnap.parse import ParseError, parse_int
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -64,12 +65,56 @@ def _state_fields(fs, sdir, counters):
         "latency_us": _int(fs, sdir + "/latency"),
         "residency_us": _int(fs, sdir + "/residency"),
         "disable": _int(fs, sdir + "/disable", hi=1),
-        "default_status": None, "usage": None, "time_us": None,
+        "default_status": None, "usage": None, "time_us": None, "above": None, "below": None,
     }
     if counters:
         fields.update(default_status=fs.read(sdir + "/default_status"), usage=_int(fs, sdir + "/usage"),
-                      time_us=_int(fs, sdir + "/time"))
+                      time_us=_int(fs, sdir + "/time"), above=_int(fs, sdir + "/above"),
+                      below=_int(fs, sdir + "/below"))
     return fields
+
+
+def read_cpu_dma_latency(fs):
+    """The global latency limit the kernel enforces now (us), or None where it cannot be read (a
+    captured tree, no PM QoS in the kernel)."""
+    if not fs.live:
+        return None
+    try:
+        with open_device("/dev/cpu_dma_latency", "rb") as fobj:
+            data = fobj.read(4)
+        return struct.unpack("i", data)[0] if len(data) == 4 else None
+    except (IOError, OSError):
+        return None
+
+
+def qos_limit_us(cpu, global_us=None):
+    """The wake-up latency a CPU's idle governor may not exceed (us), or None for no limit: the
+    smaller of its per-CPU PM QoS resume latency (sysfs "0" is no constraint, "n/a" none at all)
+    and the global limit (/dev/cpu_dma_latency; its default, 2000 s, is no limit)."""
+    qos = cpu.get("pm_qos_resume_latency_us")
+    limits = [0] if qos == "n/a" else ([qos] if isinstance(qos, int) and qos > 0 else [])
+    if global_us is not None and 0 <= global_us < 2000 * 1000 * 1000:
+        limits.append(global_us)
+    return min(limits) if limits else None
+
+
+def governor_misses(cpu, global_us=None):
+    """Per state of one CPU, in index order: ``(state, bounded, above, below, below_qos)``. The
+    kernel counts ``below`` against the next deeper state that is not disabled
+    (cpuidle_enter_state), and the governor never picks a state whose exit latency is over the
+    CPU's PM QoS limit: ``bounded`` is True when that next state is excluded so, and then every
+    ``below`` of this state is the policy's (below_qos = below), not the governor's. A counter the
+    kernel does not show is None."""
+    limit = qos_limit_us(cpu, global_us)
+    states = sorted(cpu["states"], key=lambda st: st["index"])
+    out = []
+    for i, st in enumerate(states):
+        deeper = next((d for d in states[i + 1:] if not d["disable"]), None)
+        bounded = (limit is not None and deeper is not None and deeper["latency_us"] is not None
+                   and deeper["latency_us"] > limit)
+        below = st["below"]
+        out.append((st, bounded, st["above"], below, None if below is None else (below if bounded else 0)))
+    return out
 
 
 def read_model(fs, counters=True):

@@ -24,15 +24,15 @@ import sys
 from ansible.module_utils.fleetnap import fileio
 
 from ansible.module_utils.fleetnap.cpuidle import (
-    CPU_DIR, CpuidleError, cmdline_conflicts, disabled_map, plan_states, read_model, select_cpus,
-    state_names,
+    CPU_DIR, CpuidleError, cmdline_conflicts, disabled_map, plan_states, read_cpu_dma_latency, read_model,
+    select_cpus, state_names,
 )
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
 from ansible.module_utils.fleetnap.prom import render
 from ansible.module_utils.fleetnap.validate import ParamError, check_output_dir
 from ansible.module_utils.fleetnap.persist import (
     APPLY_CONFIG, APPLY_SCRIPT, APPLY_SCRIPT_TEXT, APPLY_UNIT, HOLD_SCRIPT, HOLD_SCRIPT_TEXT, HOLD_UNIT,
-    STATE_DIR, UnitSet, apply_config_text, apply_unit_text, hold_unit_text, read_cpu_dma_latency, write_recorded,
+    STATE_DIR, UnitSet, apply_config_text, apply_unit_text, hold_unit_text, write_recorded,
 )
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch, kernel_cmdline
 

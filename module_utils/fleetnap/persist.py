@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import struct
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.sysfs import systemd_running
@@ -248,13 +247,3 @@ def remove_recorded(changes, path, root="/"):
     return True
 
 
-def read_cpu_dma_latency(fs):
-    """The global latency limit the kernel enforces now (us), or None where it cannot be read."""
-    if not fs.live:
-        return None
-    try:
-        with fileio.open_device("/dev/cpu_dma_latency", "rb") as fobj:
-            data = fobj.read(4)
-        return struct.unpack("i", data)[0] if len(data) == 4 else None
-    except (IOError, OSError):
-        return None

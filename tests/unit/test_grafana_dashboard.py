@@ -79,7 +79,7 @@ def test_every_sleep_policy_and_residency_family_has_a_panel():
     offered = {"mem_sleep_options": ["s2idle", "deep"], "s3_available": True, "s2idle_available": True}
     families = {m["name"] for m in policy_metrics("deep", offered, "deep", [])}
     families |= {m["name"] for m in residency_metrics({"cpus": []})}
-    assert len(families) == 7
+    assert len(families) == 11
     missing = sorted(families - dashboard_metrics())
     assert not missing, "no panel plots %s" % missing
 
