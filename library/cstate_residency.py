@@ -14,7 +14,7 @@ description:
     (entries and time, from C(/sys/devices/system/cpu/cpu*/cpuidle)) and writes them as
     C(fleetnap_cstate_entries_total), C(fleetnap_cstate_residency_seconds_total) and
     C(fleetnap_cstate_disabled) to C(DIR/fleetnap_cstate_residency.prom), atomically.
-  - The idle governor's misses too, where the kernel counts them (C(above), C(below)):
+  - The idle governor's misses too, where the kernel counts them (C(above), C(below)), as
     C(fleetnap_cstate_above_total), C(fleetnap_cstate_below_total) with C(cause=qos) (the deeper
     state was excluded by the CPU's PM QoS limit, the per-CPU resume latency or the global
     C(/dev/cpu_dma_latency) one) or C(cause=governor), C(fleetnap_cstate_qos_bounded) and the

@@ -154,6 +154,15 @@ cycles:
     woke_at: {description: Unix time when the host was running again, type: float}
     log: {description: The kernel log of the cycle, type: str}
     log_path: {description: Where the log is kept on the host, type: str}
+profile_drift:
+  description:
+    - With O(collect), the latency profile checked again after the wake (module_utils/fleetnap/drift.py).
+      The files of C(/var/lib/fleetnap/profile.want) (written by M(fleetnap_profile)) that showed
+      another value and were written back (C(put_back)) or could not be (C(stuck)), counted per
+      knob; also counted in C(/var/lib/fleetnap/drift.counts) and C(fleetnap_profile_drift_total).
+  returned: with O(collect)
+  type: dict
+  sample: {put_back: {epp: 8}, stuck: {}}
 mem_sleep:
   description: The mem_sleep choice before the call (restored).
   returned: unless O(collect) is given
@@ -190,6 +199,8 @@ import uuid
 from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse
+from ansible.module_utils.fleetnap.drift import recheck, said
+from ansible.module_utils.fleetnap.fileio import HostFsError
 from ansible.module_utils.fleetnap.parse import parse_int
 from ansible.module_utils.fleetnap.sleep import POWER_DIR, read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS, write_file_atomic
@@ -475,7 +486,15 @@ def main():
         except ParseError as exc:
             module.fail_json(msg="%s: the kernel log of cycle %s cannot be analysed: %s"
                              % (host, p["collect"], to_native(exc)))
-        module.exit_json(changed=not module.check_mode, cycles=[cycle], run_id=p["collect"])
+        # The latency profile again after the wake (issue 38): what drifted is written back and counted.
+        try:
+            drifted = recheck(fs, module)
+        except (HostFsError, OSError, IOError, ValueError) as exc:
+            module.fail_json(msg="%s: cycle %s was collected, but checking the latency profile again failed: %s"
+                             % (host, p["collect"], to_native(exc)), cycles=[cycle], run_id=p["collect"])
+        if said(drifted):
+            module.warn(said(drifted))
+        module.exit_json(changed=not module.check_mode, cycles=[cycle], run_id=p["collect"], profile_drift=drifted)
     offered = read_sleep(fs)
     if p["cycles"] < 1 or (p["wake"] == "external" and p["cycles"] != 1):
         module.fail_json(msg="cycles must be >= 1, and 1 with wake=external (got %d)" % p["cycles"])

@@ -669,3 +669,38 @@ def test_unpark_puts_back_the_profile_files_that_drifted_and_counts_them(scripts
     put(root, "/etc/hostname", "host\n")
     want.write_text(want.read_text() + "/etc/hostname changed\n/sys/devices/system/cpu/../../../etc/hostname x\n")
     assert sh(scripts[1]["unpark"]).stdout == "" and (root / "etc/hostname").read_text() == "host\n"
+
+
+def test_the_python_check_after_a_measured_cycle_does_what_the_sh_one_does(scripts, tmp_path):
+    """pm_cycle checks the profile again after each measured cycle with module_utils/fleetnap/
+    drift.py (Python runs there anyway); the park's put-back with the sh of unpark.sh.j2. The same
+    drift on two copies of one host: the same files written back, the same counts, the same
+    metrics file, the same line said."""
+    from conftest import PSTATE_DATA, materialize
+    from ansible.module_utils.fleetnap import drift
+    from ansible.module_utils.fleetnap.sysfs import HostFS
+    root = build(scripts[0])
+    materialize("bdwup0", root)
+    materialize("bdwup0", root, data=PSTATE_DATA)
+    res = run_module("fleetnap_profile", {"sysfs_root": str(root), "cstates": {"max_latency_us": 20},
+                                          "cpufreq": {"governor": "performance", "max_khz": "50%", "epb": 0,
+                                                      "turbo": False, "uncore_max_khz": "min"},
+                                          "sleep": {"manage": False}})
+    assert not res.failed and res.changed, res.get("msg")
+    want = root / "var/lib/fleetnap/profile.want"
+    want.write_text(want.read_text() + "#metrics_dir /metrics\n/etc/passwd x\n")
+    (root / "metrics").mkdir()
+    cpu = root / "sys/devices/system/cpu"
+    for rel, value in (("cpufreq/policy1/scaling_governor", "schedutil"), ("cpufreq/policy2/scaling_max_freq", "3400000"),
+                       ("cpu0/power/energy_perf_bias", "6"), ("intel_pstate/no_turbo", "0"),
+                       ("intel_uncore_frequency/package_00_die_00/max_freq_khz", "3000000"),
+                       ("cpu1/cpuidle/state4/disable", "0")):
+        (cpu / rel).write_text(value + "\n")
+    twin = tmp_path / "twin"
+    subprocess.run(["cp", "-a", str(root), str(twin)], check=True)
+    proc = sh(scripts[1]["unpark"])
+    got = drift.recheck(HostFS(str(twin)))
+    assert proc.stdout == drift.said(got) + "\n" and got["stuck"] == {}, (proc.stdout, got)
+    assert got["put_back"] == {"cstate_disable": 1, "epb": 1, "frequency": 1, "governor": 1, "turbo": 1, "uncore": 1}
+    assert snapshot_tree(root) == snapshot_tree(twin)
+    assert drift.recheck(HostFS(str(twin))) == {"put_back": {}, "stuck": {}}
