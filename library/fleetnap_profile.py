@@ -236,6 +236,23 @@ options:
       uncore_max_khz:
         description: Maximum uncore frequency of every domain, as O(cpufreq.uncore_min_khz).
         type: raw
+      elc_low_percent:
+        description:
+          - Efficiency latency control of TPMI uncore domains (Granite Rapids, Sierra Forest), the low
+            threshold of utilisation in percent (C(elc_low_threshold_percent)), 0-100; below it the
+            uncore runs at O(cpufreq.elc_floor_khz). At most the high threshold.
+        type: raw
+      elc_high_percent:
+        description: The high threshold (C(elc_high_threshold_percent)), 0-100; above it the uncore ramps up.
+        type: raw
+      elc_high_enable:
+        description: Whether the high threshold is used (C(elc_high_threshold_enable)).
+        type: bool
+      elc_floor_khz:
+        description:
+          - The uncore's floor below the low threshold (C(elc_floor_freq_khz)), in kHz, V(min), V(max)
+            or a percentage of the domain's initial range.
+        type: raw
   measurements_file:
     description:
       - The JSON the measurement playbooks store on the host, found under O(sysfs_root)
@@ -474,6 +491,10 @@ CPUFREQ_OPTIONS = dict(
     epb=dict(type="raw"),
     uncore_min_khz=dict(type="raw"),
     uncore_max_khz=dict(type="raw"),
+    elc_low_percent=dict(type="raw"),
+    elc_high_percent=dict(type="raw"),
+    elc_high_enable=dict(type="bool"),
+    elc_floor_khz=dict(type="raw"),
 )
 NOT_MEASURED = "resume latency not measured yet (run measure_resume.yml)"
 # The advice's numbers, bounded as powernap_advice bounds them (one table: powernap.ADVICE_BOUNDS).

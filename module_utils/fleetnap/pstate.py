@@ -234,6 +234,8 @@ def summary(pstates):
         "khz": sorted({(p["min_khz"], p["max_khz"]) for p in pol}),
         "turbo": turbo,
         "uncore": sorted({d["layout"] for d in pstates["uncore"].values()}),
+        "uncore_khz": sorted({(d["min_khz"], d["max_khz"]) for d in pstates["uncore"].values()}),
+        "elc": sorted({tuple(d["elc"].get(f) for f in ELC_ORDER) for d in pstates["uncore"].values() if d.get("elc")}),
         "policies": len(pstates["policies"]),
     }
 
@@ -242,7 +244,14 @@ def summary(pstates):
 # A profile's CPU frequency fields -> the sysfs writes, decided on what the host shows
 # ---------------------------------------------------------------------------------------------
 
-FIELDS = ("governor", "min_khz", "max_khz", "turbo", "epp", "epb", "uncore_min_khz", "uncore_max_khz")
+FIELDS = ("governor", "min_khz", "max_khz", "turbo", "epp", "epb", "uncore_min_khz", "uncore_max_khz",
+          "elc_low_percent", "elc_high_percent", "elc_high_enable", "elc_floor_khz")
+# The efficiency latency control of TPMI uncore domains (Granite Rapids, Sierra Forest): below the
+# low threshold of utilisation the uncore runs at the floor, above the high one it ramps up.
+ELC_ORDER = ("elc_low_threshold_percent", "elc_high_threshold_percent", "elc_high_threshold_enable",
+             "elc_floor_freq_khz")
+ELC_FILES = {"elc_low_percent": "elc_low_threshold_percent", "elc_high_percent": "elc_high_threshold_percent",
+             "elc_high_enable": "elc_high_threshold_enable", "elc_floor_khz": "elc_floor_freq_khz"}
 # x86_energy_perf_policy's and the kernel's names for EPB values (Documentation/admin-guide/pm/
 # intel_epb.rst): a name is written as its number.
 EPB_NAMES = {"performance": 0, "balance-performance": 4, "normal": 6, "balance-power": 8, "power": 15}
@@ -250,7 +259,8 @@ FREQ_WORDS = ("min", "max", "base")
 # intel_pstate shows a number it has a name for as that name (show_energy_performance_preference):
 # these three are fixed in the kernel; balance_performance is not (a CPU model may change it).
 EPP_NUMBERS = {"performance": 0, "balance_power": 192, "power": 255}
-NUMERIC = ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz", "epp", "epb")
+NUMERIC = ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz", "epp", "epb", "elc_low_percent",
+           "elc_high_percent", "elc_floor_khz")
 PERCENT = re.compile(r"^(\d{1,3})%$")
 
 
@@ -266,7 +276,7 @@ def check_field(name, value):
             value = parse_int(value, name, 0, MAX_KHZ)
         except ParseError as exc:
             raise FieldError(str(exc))
-    if name in ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz"):
+    if name in ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz", "elc_floor_khz"):
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise FieldError("%s: give kHz as a whole number, min, max, base or a percentage like 50%%, not %r"
                              % (name, value))
@@ -275,11 +285,14 @@ def check_field(name, value):
                 raise FieldError("%s: %d kHz is not in 1..%d" % (name, value, MAX_KHZ))
         elif value not in FREQ_WORDS and not (PERCENT.match(value) and int(PERCENT.match(value).group(1)) <= 100):
             raise FieldError("%s: %r is not kHz, min, max, base nor a percentage 0%%..100%%" % (name, value[:40]))
-        if name.startswith("uncore") and isinstance(value, str) and value == "base":
+        if name.startswith(("uncore", "elc")) and isinstance(value, str) and value == "base":
             raise FieldError("%s: the uncore has no base frequency; give kHz, min, max or a percentage" % name)
-    elif name == "turbo":
+    elif name in ("turbo", "elc_high_enable"):
         if not isinstance(value, bool):
-            raise FieldError("turbo: give true or false, not %r" % (value,))
+            raise FieldError("%s: give true or false, not %r" % (name, value))
+    elif name in ("elc_low_percent", "elc_high_percent"):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+            raise FieldError("%s: give a whole percentage 0..100, not %r" % (name, value))
     elif name == "governor":
         if not isinstance(value, str) or not NAME.match(value):
             raise FieldError("governor: %r is not a governor's name" % (value,))
@@ -326,6 +339,7 @@ def plan(pstates, fields):
     _plan_turbo(pstates, fields, writes, problems)
     _plan_epb(pstates, fields, writes, problems)
     _plan_uncore(pstates, fields, writes, problems)
+    _plan_elc(pstates, fields, writes, problems)
     # one sentence per field and cause, not one per CPU
     seen, unique = set(), []
     for p in problems:
@@ -432,6 +446,43 @@ def _plan_uncore(pstates, fields, writes, problems):
                     ("uncore_min_khz", "the uncore allows", "initial_min..initial_max"), writes, problems)
 
 
+def _plan_elc(pstates, fields, writes, problems):
+    asked = [f for f in ELC_FILES if f in fields]
+    if not asked:
+        return
+    names = sorted(n for n, u in pstates["uncore"].items() if u["layout"] == "tpmi" and u.get("elc"))
+    if not names:
+        problems.append("%s: this host's uncore has no efficiency latency control (TPMI uncore domains with elc_* "
+                        "files: Granite Rapids, Sierra Forest)" % ", ".join(asked))
+        return
+    for n in names:
+        u = pstates["uncore"][n]
+        elc = u["elc"]
+        low = fields.get("elc_low_percent", elc.get(ELC_FILES["elc_low_percent"]))
+        high = fields.get("elc_high_percent", elc.get(ELC_FILES["elc_high_percent"]))
+        if low is not None and high is not None and low > high:
+            problems.append("elc_low_percent, elc_high_percent: the low threshold %d %% would be above the high "
+                            "one %d %%" % (low, high))
+            continue
+        for field in asked:
+            name = ELC_FILES[field]
+            if name not in elc:
+                problems.append("%s: %s/%s has no %s" % (field, UNCORE, n, name))
+                continue
+            value = fields[field]
+            if field == "elc_high_enable":
+                value = 1 if value else 0
+            elif field == "elc_floor_khz":
+                lo, hi = u["initial_min_khz"] or 0, u["initial_max_khz"] or MAX_KHZ
+                value = _khz(value, lo, hi, None)
+                if not lo <= value <= hi:
+                    problems.append("elc_floor_khz: %d kHz is outside what the uncore allows, %d..%d kHz "
+                                    "(initial_min..initial_max)" % (value, lo, hi))
+                    continue
+            if value != elc[name]:
+                writes.append(("%s/%s/%s" % (UNCORE, n, name), str(value), str(elc[name])))
+
+
 def _plan_range(asked, lo, hi, base, current, path, words, writes, problems):
     """A minimum and/or maximum in kHz (``asked``: {"min"|"max": (field, value)}) within lo..hi,
     written in the order the kernel takes them: a new minimum above the old maximum raises the
@@ -465,7 +516,9 @@ KNOB = re.compile(r"^/sys/devices/system/cpu/(?:"
                   r"cpufreq/policy\d{1,4}/(?:scaling_governor|scaling_min_freq|scaling_max_freq|"
                   r"energy_performance_preference)|intel_pstate/no_turbo|cpufreq/boost|"
                   r"cpu\d{1,4}/power/energy_perf_bias|"
-                  r"intel_uncore_frequency/(?:package_\d{2}_die_\d{2}|uncore\d{2,4})/(?:min|max)_freq_khz)$")
+                  r"intel_uncore_frequency/(?:package_\d{2}_die_\d{2}|uncore\d{2,4})/(?:min|max)_freq_khz|"
+                  r"intel_uncore_frequency/uncore\d{2,4}/elc_(?:low_threshold_percent|high_threshold_percent|"
+                  r"high_threshold_enable|floor_freq_khz))$")
 KNOB_VALUE = re.compile(r"^(?:\d{1,9}|[a-z][a-z0-9_-]{0,39})$")
 
 
@@ -548,6 +601,8 @@ def restore(pstates, record):
         hi = u["initial_max_khz"] if u["initial_max_khz"] is not None else MAX_KHZ
         span("%s/%s/%%s_freq_khz" % (UNCORE, n), {"min": u["min_khz"], "max": u["max_khz"]}, lo, hi,
              "uncore %s %%s_freq_khz" % n)
+        for name, now in sorted((u.get("elc") or {}).items()):
+            want("%s/%s/%s" % (UNCORE, n, name), now)
     gone = sorted(set(values) - seen)
     return writes, problems, gone
 
@@ -579,6 +634,9 @@ def wanted(pstates, fields):
         for key in ("min", "max"):
             if "uncore_%s_khz" % key in fields:
                 out.append(("%s/%s/%s_freq_khz" % (UNCORE, n, key), str(domains[n]["%s_khz" % key])))
+        for field, name in sorted(ELC_FILES.items()):
+            if field in fields and name in (domains[n].get("elc") or {}):
+                out.append(("%s/%s/%s" % (UNCORE, n, name), str(domains[n]["elc"][name])))
     return out
 
 
@@ -601,6 +659,8 @@ def applied(pstates, writes):
             out["intel_pstate"]["no_turbo"] = value
         elif rel[0].startswith("cpu") and rel[1:] == ["power", "energy_perf_bias"]:
             out["epb"][int(rel[0][3:])] = value
+        elif rel[0] == "intel_uncore_frequency" and rel[2].startswith("elc_"):
+            out["uncore"][rel[1]]["elc"] = dict(out["uncore"][rel[1]]["elc"], **{rel[2]: value})
         elif rel[0] == "intel_uncore_frequency":
             out["uncore"][rel[1]][rel[2].replace("_freq_khz", "_khz")] = value
     return out

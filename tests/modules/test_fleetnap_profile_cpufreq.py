@@ -72,6 +72,14 @@ def predict(name, fields):
             if "uncore_%s_khz" % key in fields:
                 out[CPU + "intel_uncore_frequency/%s/%s_freq_khz" % (d, key)] = \
                     str(khz(fields["uncore_%s_khz" % key], lo, hi, None))
+        # the efficiency latency control of a TPMI domain that has it
+        for field, name in (("elc_low_percent", "elc_low_threshold_percent"),
+                            ("elc_high_percent", "elc_high_threshold_percent"),
+                            ("elc_high_enable", "elc_high_threshold_enable"), ("elc_floor_khz", "elc_floor_freq_khz")):
+            if field in fields and name in files:
+                value = fields[field]
+                value = int(value) if isinstance(value, bool) else khz(value, lo, hi, None)
+                out[CPU + "intel_uncore_frequency/%s/%s" % (d, name)] = str(value)
     return out
 
 
@@ -83,7 +91,8 @@ LAYOUTS = {
                "uncore_max_khz": "min"},                                    # intel_pstate passive, no HWP
     "snr0": {"governor": "performance", "min_khz": 1500000, "epb": "balance-power"},   # acpi-cpufreq
     "turin0": {"governor": "powersave", "max_khz": "80%", "turbo": False},           # amd-pstate-epp
-    "srf8": {"epp": 128, "uncore_max_khz": "50%", "uncore_min_khz": "10%"},   # TPMI uncore (and 2 legacy dirs)
+    "srf8": {"epp": 128, "uncore_max_khz": "50%", "uncore_min_khz": "10%", "elc_low_percent": 20,
+             "elc_high_percent": 90, "elc_high_enable": False, "elc_floor_khz": "min"},  # TPMI uncore with ELC
 }
 
 
@@ -146,6 +155,13 @@ def test_the_decision_reports_what_the_host_shows(tmp_path, module_runner):
     assert (before["driver"], before["mode"], before["hwp"], before["policies"]) == ("intel_pstate", "active", True, 8)
     assert (before["epp"], after["epp"]) == (["balance_performance"], ["balance_power"])
     assert before["turbo"] == "on" and before["uncore"] == ["legacy"] and before["epb"] == [6]
+    # Services that write the same knobs are reported (systemd's record of an active unit).
+    units = root / "run/systemd/units"
+    units.mkdir(parents=True)
+    (units / "invocation:power-profiles-daemon.service").symlink_to("0123456789abcdef")
+    res = module_runner("fleetnap_profile", {"sysfs_root": str(root), "sleep": {"manage": False},
+                                             "cpufreq": {"epp": "balance_power"}}, check=True)
+    assert any("power-profiles-daemon.service is active" in w for w in res.get("warnings", [])), res.get("warnings")
     # No field and nothing to restore: the frequency part reads nothing and reports nothing.
     res = module_runner("fleetnap_profile", {"sysfs_root": str(root), "sleep": {"manage": False}})
     assert not res.failed and res["cpufreq"] == {}

@@ -90,7 +90,9 @@ def test_the_layouts_pepc_recorded_are_all_here(trees):
     s = pstate.summary(pstate.read_pstates(HostFS(str(trees["spr1"]))))
     assert s == {"driver": "intel_pstate", "mode": "active", "hwp": True, "governors": ["powersave"],
                  "epp": ["balance_performance"], "epb": [6], "khz": [(800000, 3800000)], "turbo": "on",
-                 "uncore": ["legacy"], "policies": 320}
+                 "uncore": ["legacy"], "policies": 320, "uncore_khz": [(800000, 2500000)], "elc": []}
+    # a TPMI machine's ELC settings, as its domains show them (low, high, enable, floor)
+    assert pstate.summary(pstate.read_pstates(HostFS(str(trees["srf8"]))))["elc"] == [(11, 95, 1, 800000), (11, 95, 1, 1200000)]
 
 
 def test_a_host_without_cpufreq_reads_as_none(tmp_path):
@@ -313,6 +315,10 @@ def test_a_new_minimum_above_the_old_maximum_raises_the_maximum_first_and_the_re
     ("rome0", {"uncore_max_khz": "max"}, "uncore_max_khz: this host shows no intel_uncore_frequency domains"),
     ("spr1", {"uncore_max_khz": 9000000}, "uncore_max_khz: 9000000 kHz is outside what the uncore allows"),
     ("milan0", {"epb": 0}, "epb: this host shows no energy_perf_bias"),
+    ("spr1", {"elc_low_percent": 10}, "elc_low_percent: this host's uncore has no efficiency latency control"),
+    ("gnr3", {"elc_low_percent": 99}, "elc_low_percent, elc_high_percent: the low threshold 99 % would be above the "
+                                      "high one 95 %"),
+    ("gnr3", {"elc_floor_khz": 9000000}, "elc_floor_khz: 9000000 kHz is outside what the uncore allows"),
 ])
 def test_a_value_the_host_does_not_take_is_refused_naming_the_field_and_nothing_is_planned(trees, name, fields, words):
     writes, problems = pstate.plan(pstate.read_pstates(HostFS(str(trees[name]))), fields)
@@ -335,6 +341,9 @@ def test_no_cpufreq_driver_refuses_the_policy_fields(tmp_path):
     ("epp", 256, "epp: give a preference's name or a number 0..255"), ("epp", True, "epp: give"),
     ("epb", 16, "epb: give 0..15"), ("epb", "medium", "epb: give 0..15 or one of performance"),
     ("pstates", 1, "pstates: not a CPU frequency field"),
+    ("elc_low_percent", 101, "elc_low_percent: give a whole percentage 0..100"),
+    ("elc_high_percent", True, "elc_high_percent: give a whole percentage"),
+    ("elc_high_enable", 1, "elc_high_enable: give true or false"), ("elc_floor_khz", "base", "no base frequency"),
 ])
 def test_a_field_of_the_wrong_shape_is_refused_before_the_host_is_looked_at(field, value, words):
     with pytest.raises(pstate.FieldError) as exc:
@@ -381,7 +390,8 @@ def _write_all(fs, writes):
 @pytest.mark.parametrize("name,fields", [
     ("cfl-u", {"governor": "performance", "epp": "performance", "min_khz": "max", "epb": 0, "turbo": False,
                "uncore_min_khz": "max"}),
-    ("srf8", {"epp": 200, "max_khz": "min", "uncore_max_khz": "min"}),
+    ("srf8", {"epp": 200, "max_khz": "min", "uncore_max_khz": "min", "elc_low_percent": 30, "elc_high_enable": False,
+              "elc_floor_khz": "max"}),
     ("snr0", {"governor": "powersave", "max_khz": "min", "epb": "power"}),
     ("turin0", {"governor": "powersave", "min_khz": "max", "turbo": False}),
 ])
