@@ -426,6 +426,15 @@ sleep_policy:
   description: The sleep part's full result, as M(sleep_policy) returns it (without C(diff)); empty when not managed.
   returned: always
   type: dict
+profile_drift:
+  description:
+    - The files of the profile found changed after a wake and written back by the host itself
+      (gear_member's put-back after a park, pm_cycle after a measured cycle) since the profile was
+      applied, per knob (C(/var/lib/fleetnap/drift.counts), as the call found it; state=absent
+      removes it).
+  returned: always
+  type: dict
+  sample: {epp: 8, epb: 8}
 cpufreq:
   description:
     - The CPU frequency part. C(before) is what the host showed (driver, mode, HWP, governors, EPP and
@@ -447,7 +456,7 @@ import math
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.cpuidle import state_names
 from ansible.module_utils.fleetnap.cpufreqpolicy import (
-    apply_cpufreq, check_fields, cpufreq_result, plan_cpufreq, want_text, write_want,
+    apply_cpufreq, check_fields, cpufreq_result, drift_so_far, plan_cpufreq, want_text, write_want,
 )
 from ansible.module_utils.fleetnap.gate import (
     GATE_ARGS, GATE_TOP_LEVEL, PM_QOS_MAX_US, apply_gate, gate_result, plan_gate, read_gate_model,
@@ -705,7 +714,8 @@ def main():
     freq_changed = apply_cpufreq(module, freq_plan, changes)
     # What the profile set, for the check after a wake (gear_member's resume path); removed by absent.
     want = want_text(module, gate_plan, freq_plan, freq_changed, p["metrics_dir"]) if present else None
-    want_changed = write_want(module, fs, want, changes)
+    drifted = drift_so_far(fs)
+    want_changed = write_want(module, fs, want, changes, p["metrics_dir"])
 
     cstates = gate_result(module, gate_plan, gate_changed)
     sleep_res = sleep_result(module, sleep_plan, sleep_changed) if sleep_plan is not None else {}
@@ -733,6 +743,7 @@ def main():
         cstates=cstates,
         sleep_policy=sleep_res,
         cpufreq=freq_res,
+        profile_drift=drifted,
         powernap=advice,
         budget_us=p["cstates"]["max_latency_us"],
         resume_budget_ms=sp["resume_budget_ms"],

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 
+from ansible.module_utils.fleetnap.drift import COUNTS, PROM as DRIFT_PROM, WANT, counts as drift_counts
 from ansible.module_utils.fleetnap.fileio import RECORD
 from ansible.module_utils.fleetnap.gate import disable_path, tuned_running
 from ansible.module_utils.fleetnap.persist import STATE_DIR
@@ -28,7 +29,6 @@ from ansible.module_utils.fleetnap.pstate import (
 from ansible.module_utils.fleetnap.sysfs import HostFsError, SysfsBatch
 
 ORIGINALS = STATE_DIR + "/pstate.orig.json"
-WANT = STATE_DIR + "/profile.want"
 # Services that write the same knobs (tuned's [cpu] plugin, power-profiles-daemon's profiles,
 # cpupower.service's governor and frequencies at boot): reported, as tuned is for C-states.
 OTHER_WRITERS = (("power-profiles-daemon.service", "power-profiles-daemon switches EPP, EPB and the governor "
@@ -166,24 +166,41 @@ def want_text(module, gate_plan, freq_plan, freq_changed, metrics_dir):
     return "\n".join(lines) + "\n"
 
 
-def write_want(module, fs, text, changes):
-    """WANT holds ``text`` (None: removed), as one of the call's changes; True when it changed."""
+def write_want(module, fs, text, changes, metrics_dir=None):
+    """WANT holds ``text`` (None, state=absent: WANT removed, and the drift counts with it, their
+    metrics file too), as one of the call's changes; True when something changed."""
     try:
         now = fs.read_bytes(WANT, RECORD)
     except (HostFsError, OSError, ValueError) as exc:
         module.fail_json(msg=changes.failure("%s cannot be read: %s" % (fs.path(WANT), exc)))
-    if (text is None and now is None) or (text is not None and now == text.encode()):
+    gone = []
+    if text is None:
+        gone = [fs.path(p) for p in (WANT, COUNTS) if fs.exists(p)]
+        if metrics_dir and os.path.lexists(os.path.join(metrics_dir, DRIFT_PROM)):
+            gone.append(os.path.join(metrics_dir, DRIFT_PROM))
+        if not gone:
+            return False
+    elif now == text.encode():
         return False
     if module.check_mode:
         return True
     try:
         if text is None:
-            changes.remove(fs.path(WANT))
+            for path in gone:
+                changes.remove(path)
         else:
             changes.write(fs.path(WANT), text, 0o644, module)
     except (HostFsError, OSError, IOError) as exc:
         module.fail_json(msg=changes.failure("writing %s failed: %s" % (fs.path(WANT), exc)))
     return True
+
+
+def drift_so_far(fs):
+    """The files written back after wakes since the profile was applied, per knob (drift.counts)."""
+    try:
+        return drift_counts(fs)
+    except (HostFsError, ValueError):
+        return {}
 
 
 def cpufreq_result(module, plan, changed):

@@ -49,7 +49,7 @@ def knob(path):
     return None
 
 
-def _counts(fs):
+def counts(fs):
     out = {}
     for line in (fs.read(COUNTS, "", limit=RECORD) or "").splitlines():
         m = COUNT_LINE.match(line)
@@ -91,15 +91,16 @@ def recheck(fs, module=None):
         except (IOError, OSError):
             stuck[k] = stuck.get(k, 0) + 1
     if put_back and not (module is not None and module.check_mode):
-        counts = _counts(fs)
+        counts_now = counts(fs)
         for k, n in put_back.items():
-            counts[k] = counts.get(k, 0) + n
-        body = "".join("%s %d\n" % (k, counts[k]) for k in sorted(counts))
+            counts_now[k] = counts_now.get(k, 0) + n
+        body = "".join("%s %d\n" % (k, counts_now[k]) for k in sorted(counts_now))
         write_file_atomic(fs, COUNTS, body, 0o644)
         if metrics_dir and fs.isdir(metrics_dir):
             prom = ("# HELP fleetnap_profile_drift_total Files of the latency profile found changed after a wake and "
                     "written back.\n# TYPE fleetnap_profile_drift_total counter\n")
-            prom += "".join('fleetnap_profile_drift_total{knob="%s"} %d\n' % (k, counts[k]) for k in sorted(counts))
+            prom += "".join('fleetnap_profile_drift_total{knob="%s"} %d\n' % (k, counts_now[k])
+                            for k in sorted(counts_now))
             write_file_atomic(fs, os.path.join(metrics_dir, PROM), prom, 0o644)
     return {"put_back": put_back, "stuck": stuck}
 

@@ -172,7 +172,7 @@ def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
     assert sorted(decisions) == ["batch1", "web1", "web2"]
     assert {frozenset(d) for d in decisions.values()} == {frozenset(
         ["budget_us", "driver", "states", "allowed_states", "disabled_states", "sleep", "sleep_reason",
-         "resume_budget_ms", "resume_measured_ms", "changed", "powernap", "cpufreq"])}
+         "resume_budget_ms", "resume_measured_ms", "changed", "powernap", "cpufreq", "profile_drift"])}
     assert decisions["web1"]["budget_us"] == 50 and decisions["web1"]["disabled_states"]
     assert decisions["batch1"]["budget_us"] is None and decisions["batch1"]["disabled_states"] == []
     qos = roots["web2"].glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")

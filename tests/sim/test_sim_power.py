@@ -456,7 +456,7 @@ def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_its
 
 
 def test_a_profile_knob_changed_during_a_park_is_put_back_by_the_hosts_resume_path(psim, tmp_path):
-    """Issue 38: fleetnap_profile sets EPP and EPB (and the C-states) on a simulated host with a
+    """Issue 38: fleetnap_profile sets EPP, EPB, a frequency cap and the C-states on a simulated host with a
     captured HWP machine (aml-y-2: intel_pstate, EPP, EPB); the host is parked in S3 by
     gear_member; while it sleeps its EPP is changed behind its back (as a resume that resets EPP
     does); a magic packet wakes it, and with no command from the controller its resume path
@@ -464,10 +464,10 @@ def test_a_profile_knob_changed_during_a_park_is_put_back_by_the_hosts_resume_pa
     host = [n for n, h in sorted(psim.hosts().items()) if h["machine"] == "aml-y-2"][0]
     metrics = "/var/lib/fleetnap-test-metrics"
     assert ssh(psim, host, "mkdir -p %s" % metrics).returncode == 0
-    res = psim.ansible(host, "fleetnap_profile", {"cstates": {"max_latency_us": 50}, "sleep": {"manage": False},
-                                                  "cpufreq": {"epp": "power", "epb": "power"},
-                                                  "metrics_dir": metrics})[host]
-    assert not res.get("failed") and res["cpufreq"]["writes"] == 4 + 4, res
+    profile = {"cstates": {"max_latency_us": 50}, "sleep": {"manage": False}, "metrics_dir": metrics,
+               "cpufreq": {"epp": "power", "epb": "power", "max_khz": "50%"}}
+    res = psim.ansible(host, "fleetnap_profile", profile)[host]
+    assert not res.get("failed") and res["cpufreq"]["writes"] == 4 + 4 + 4, res
     epp = "/sys/devices/system/cpu/cpufreq/policy%d/energy_performance_preference"
     assert [psim.read(host, epp % n).strip() for n in range(4)] == ["power"] * 4
     play = tmp_path / "park.yml"
@@ -496,6 +496,9 @@ def test_a_profile_knob_changed_during_a_park_is_put_back_by_the_hosts_resume_pa
     assert [psim.read(host, epp % n).strip() for n in range(4)] == ["power"] * 4
     assert psim.read(host, "/var/lib/fleetnap/drift.counts") == "epp 2\n"
     assert 'fleetnap_profile_drift_total{knob="epp"} 2' in psim.read(host, metrics + "/fleetnap_profile_drift.prom")
+    # The next apply of the profile changes nothing and reports the drift (decisions.json keeps it).
+    again = psim.ansible(host, "fleetnap_profile", profile)[host]
+    assert not again.get("changed") and again["profile_drift"] == {"epp": 2}, again
 
 
 def test_down_stops_every_bmc_and_power_program(psim):

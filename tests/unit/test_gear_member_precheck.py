@@ -669,6 +669,16 @@ def test_unpark_puts_back_the_profile_files_that_drifted_and_counts_them(scripts
     put(root, "/etc/hostname", "host\n")
     want.write_text(want.read_text() + "/etc/hostname changed\n/sys/devices/system/cpu/../../../etc/hostname x\n")
     assert sh(scripts[1]["unpark"]).stdout == "" and (root / "etc/hostname").read_text() == "host\n"
+    # The next apply reports the drift so far; state=absent removes the record, the counts and the metric.
+    args = {"sysfs_root": str(root), "cstates": {"max_latency_us": 2}, "sleep": {"manage": False},
+            "cpufreq": {"epp": "power", "epb": "balance-power"}, "metrics_dir": str(root / "metrics")}
+    res = run_module("fleetnap_profile", args)
+    assert not res.failed and res["profile_drift"] == {"cstate_disable": 1, "epb": 1, "epp": 9}, res.get("msg")
+    res = run_module("fleetnap_profile", {"sysfs_root": str(root), "state": "absent", "sleep": {"manage": False},
+                                          "metrics_dir": str(root / "metrics")})
+    assert not res.failed and res.changed, res.get("msg")
+    assert not want.exists() and not (root / "var/lib/fleetnap/drift.counts").exists()
+    assert not (root / "metrics/fleetnap_profile_drift.prom").exists()
 
 
 def test_the_python_check_after_a_measured_cycle_does_what_the_sh_one_does(scripts, tmp_path):
