@@ -188,13 +188,17 @@ def detach(argv, environ=None, cwd="/"):
             chunks.append(chunk)
     finally:
         os.close(rfd)
+    # The child's line (the grandchild's pid) and the grandchild's (exec:ERRNO when its exec
+    # failed) come in either order: the grandchild may fail before the child has written.
     out = b"".join(chunks).decode("ascii", "replace").split()
-    if not out or not out[0].isdigit():
-        raise OSError("the runner could not be started (fork failed)")
-    if len(out) > 1 and out[1].startswith("exec:"):
-        errno_ = int(out[1][5:])
+    pids = [w for w in out if w.isdigit()]
+    failed = [w for w in out if w.startswith("exec:") and w[5:].isdigit()]
+    if failed:
+        errno_ = int(failed[0][5:])
         raise OSError(errno_, "the runner %s could not be started: %s" % (argv[0], os.strerror(errno_)))
-    return int(out[0])
+    if not pids:
+        raise OSError("the runner could not be started (fork failed)")
+    return int(pids[0])
 
 
 # --- the programs' settings -------------------------------------------------------------------

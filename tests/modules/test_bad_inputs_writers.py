@@ -431,8 +431,10 @@ FLEETNAP_PROFILE_CPUFREQ = [
     ("record value with a newline", dict(CF, state="absent"), "must be a number or a name as sysfs shows it"),
     ("record corrupt beside a profile", dict(CF, cpufreq={"epp": "power"}), "version must be 1"),
 ]
-FLEETNAP_PROFILE_CPUFREQ_PREP = {c: pmachine for c, _a, _w in FLEETNAP_PROFILE_CPUFREQ}
-FLEETNAP_PROFILE_CPUFREQ_PREP.update({
+# One table with the profile's other cases (one ansible-playbook run), each case its own machine.
+FLEETNAP_PROFILE += FLEETNAP_PROFILE_CPUFREQ
+FLEETNAP_PROFILE_PREP.update({c: pmachine for c, _a, _w in FLEETNAP_PROFILE_CPUFREQ})
+FLEETNAP_PROFILE_PREP.update({
     "epp without cpufreq": no_cpufreq,
     "scaling_governor a FIFO": pfile(POL + "scaling_governor", None),
     "scaling_max_freq a word": pfile(POL + "scaling_max_freq", b"fast\n"),
@@ -449,7 +451,6 @@ TABLES = {
     "fleetnap_fact": FLEETNAP_FACT,
     "textfile_metrics": TEXTFILE_METRICS,
     "fleetnap_profile": FLEETNAP_PROFILE,
-    "fleetnap_profile cpufreq": FLEETNAP_PROFILE_CPUFREQ,
     "etf_qdisc": ETF_QDISC,
     "wake_latency_probe": WAKE_LATENCY_PROBE,
 }
@@ -459,7 +460,6 @@ PREPARE = {
     "fleetnap_fact": FLEETNAP_FACT_PREP,
     "textfile_metrics": TEXTFILE_METRICS_PREP,
     "fleetnap_profile": FLEETNAP_PROFILE_PREP,
-    "fleetnap_profile cpufreq": FLEETNAP_PROFILE_CPUFREQ_PREP,
 }
 CASES = case_params(TABLES)
 
@@ -520,8 +520,6 @@ def table_run(module, tmp_path_factory):
     if module == "wake_latency_probe":
         return run_prepared(module, TABLES[module], prepare, tmp_path_factory,
                             task_extra={"check_mode": True}, state=idle_state)
-    if module == "fleetnap_profile cpufreq":
-        return run_prepared("fleetnap_profile", TABLES[module], prepare, tmp_path_factory, key="fleetnap_profile_cpufreq")
     return run_prepared(module, TABLES[module], prepare, tmp_path_factory)
 
 

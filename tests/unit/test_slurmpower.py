@@ -383,3 +383,22 @@ def test_a_lock_directory_that_is_not_there_is_said_per_node_and_nothing_runs(tm
     got = slurmpower.run("suspend", ["lab1"], cfg, lambda *a: ran.append(a), lines.append)
     assert ran == [] and got["lab1"][0] is False and "lock file could not be opened" in got["lab1"][1]
     assert len(lines) == 1 and "fleetnap-slurm suspend lab1: not acted on: its lock file" in lines[0]
+
+
+def test_a_failed_exec_is_named_whichever_line_comes_first(tmp_path, monkeypatch):
+    """The grandchild's exec:ERRNO can reach the pipe before the child's pid (found under load:
+    the error was called a failed fork). Both orders, by a pipe filled here in that order (an
+    error path: the fork is replaced)."""
+    for lines in (b"exec:2\n4242\n", b"4242\nexec:2\n"):
+        def fake_fork(lines=lines):
+            r, w = os.pipe()
+            os.write(w, lines)
+            os.close(w)
+            return r
+        rfd = fake_fork()
+        monkeypatch.setattr(os, "pipe", lambda rfd=rfd: (rfd, os.open(os.devnull, os.O_WRONLY)))
+        monkeypatch.setattr(os, "fork", lambda: 4242)
+        monkeypatch.setattr(os, "waitpid", lambda pid, flags: (pid, 0))
+        with pytest.raises(OSError) as err:
+            detach([str(tmp_path / "no-such-runner")])
+        assert "could not be started: No such file" in str(err.value), lines
