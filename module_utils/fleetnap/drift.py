@@ -25,26 +25,31 @@ WANT = STATE_DIR + "/profile.want"
 COUNTS = STATE_DIR + "/drift.counts"
 PROM = "fleetnap_profile_drift.prom"
 CPU = "/sys/devices/system/cpu/"
-# knob by file, in the order the sh script tests them (first match wins)
-KNOBS = (
-    ("cstate_disable", re.compile(r"/cpuidle/state[^/]*/disable$")),
-    ("governor", re.compile(r"/scaling_governor$")),
-    ("frequency", re.compile(r"/scaling_(?:min|max)_freq$")),
-    ("epp", re.compile(r"/energy_performance_preference$")),
-    ("epb", re.compile(r"/energy_perf_bias$")),
-    ("turbo", re.compile(r"(?:/intel_pstate/no_turbo|/cpufreq/boost)$")),
-    ("uncore", re.compile(r"/intel_uncore_frequency/")),
+# The exact shapes of the files a profile sets, by knob (the sh in unpark.sh.j2 checks the same
+# shapes component by component); anything else in WANT is not followed.
+SHAPES = (
+    ("cstate_disable", re.compile(r"cpu\d+/cpuidle/state\d+/disable")),
+    ("epb", re.compile(r"cpu\d+/power/energy_perf_bias")),
+    ("governor", re.compile(r"cpufreq/policy\d+/scaling_governor")),
+    ("frequency", re.compile(r"cpufreq/policy\d+/scaling_(?:min|max)_freq")),
+    ("epp", re.compile(r"cpufreq/policy\d+/energy_performance_preference")),
+    ("turbo", re.compile(r"cpufreq/boost|intel_pstate/no_turbo")),
+    ("uncore", re.compile(r"intel_uncore_frequency/(?:package_\d\d_die_\d\d/(?:min|max)_freq_khz|"
+                          r"uncore\d+/(?:min_freq_khz|max_freq_khz|elc_low_threshold_percent|"
+                          r"elc_high_threshold_percent|elc_high_threshold_enable|elc_floor_freq_khz))")),
 )
+# a value as sysfs shows these files: a number or a name
+VALUE = re.compile(r"[a-z0-9_-]+")
 COUNT_LINE = re.compile(r"^([a-z_]{1,40}) (\d{1,18})$")
 
 
 def knob(path):
-    """The knob a file of WANT belongs to, or None for a line the check does not follow (outside
-    the CPU tree, '..', a space, a file of no knob)."""
-    if not path.startswith(CPU) or ".." in path or " " in path:
+    """The knob a file of WANT belongs to, or None for a line the check does not follow."""
+    if not path.startswith(CPU):
         return None
-    for name, pattern in KNOBS:
-        if pattern.search(path):
+    rest = path[len(CPU):]
+    for name, pattern in SHAPES:
+        if pattern.fullmatch(rest):
             return name
     return None
 
@@ -75,7 +80,7 @@ def recheck(fs, module=None):
             continue
         path, value = line.split(" ", 1)
         k = knob(path)
-        if k is None or not fs.exists(path) or fs.isdir(path):
+        if k is None or not VALUE.fullmatch(value) or not fs.exists(path) or fs.isdir(path):
             continue
         try:
             if fs.read(path) == value:

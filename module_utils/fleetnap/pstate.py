@@ -164,7 +164,7 @@ def _uncore(fs, name, m):
     else:
         for f in TPMI_IDS:
             dom[f] = _number(fs, "%s/%s" % (d, f), 0, 65535)
-        dom["elc"] = {f: _number(fs, "%s/%s" % (d, f), 0, MAX_KHZ) for f in fs.listdir(d) if ELC.match(f)}
+        dom["elc"] = {f: _number(fs, "%s/%s" % (d, f), 0, MAX_KHZ, required=True) for f in fs.listdir(d) if ELC.match(f)}
     return dom
 
 
@@ -178,9 +178,14 @@ def _dirs(fs, parent, pattern, limit, what):
 def read_pstates(fs, max_policies=MAX_CPUS):
     """The host's CPU frequency policy (see the module's docstring). Raises PstateError or
     UnsafeFileError naming the file when one holds what the kernel never shows."""
-    policies = {}
+    policies, inactive = {}, []
     for n in _dirs(fs, CPUFREQ, POLICY_DIR, max_policies, "cpufreq policies"):
         number = int(POLICY_DIR.match(n).group(1))
+        d = "%s/%s" % (CPUFREQ, n)
+        if fs.read(d + "/scaling_driver") is None and fs.read(d + "/affected_cpus") is None:
+            # an inactive policy (all its CPUs offline: the kernel answers EBUSY to every file)
+            inactive.append(number)
+            continue
         policies[number] = _policy(fs, number)
     drivers = sorted({p["driver"] for p in policies.values()})
     if len(drivers) > 1:
@@ -203,6 +208,7 @@ def read_pstates(fs, max_policies=MAX_CPUS):
     return {
         "driver": drivers[0] if drivers else None,
         "policies": policies,
+        "inactive_policies": sorted(inactive),
         "intel_pstate": intel,
         "amd_pstate": amd,
         # HWP: intel_pstate in active mode with EPP files (without HWP it shows none)
@@ -256,9 +262,10 @@ ELC_FILES = {"elc_low_percent": "elc_low_threshold_percent", "elc_high_percent":
 # intel_epb.rst): a name is written as its number.
 EPB_NAMES = {"performance": 0, "balance-performance": 4, "normal": 6, "balance-power": 8, "power": 15}
 FREQ_WORDS = ("min", "max", "base")
-# intel_pstate shows a number it has a name for as that name (show_energy_performance_preference):
-# these three are fixed in the kernel; balance_performance is not (a CPU model may change it).
-EPP_NUMBERS = {"performance": 0, "balance_power": 192, "power": 255}
+# intel_pstate shows a number it has a name for as that name (show_energy_performance_preference);
+# balance_performance is 128 unless the CPU model sets another value (then asking 128 where the
+# host shows balance_performance is a write each run: give the name).
+EPP_NUMBERS = {"performance": 0, "balance_performance": 128, "balance_power": 192, "power": 255}
 NUMERIC = ("min_khz", "max_khz", "uncore_min_khz", "uncore_max_khz", "epp", "epb", "elc_low_percent",
            "elc_high_percent", "elc_floor_khz")
 PERCENT = re.compile(r"^(\d{1,3})%$")
@@ -334,9 +341,10 @@ def plan(pstates, fields):
     if needs_policy and not policies:
         problems.append("%s: this host has no cpufreq driver (no /sys/devices/system/cpu/cpufreq/policy*)"
                         % ", ".join(needs_policy))
+    # turbo first: intel_pstate's no_turbo moves cpuinfo_max_freq, which the ranges are then within
+    _plan_turbo(pstates, fields, writes, problems)
     for number in sorted(policies):
         _plan_policy(pstates, number, fields, writes, problems)
-    _plan_turbo(pstates, fields, writes, problems)
     _plan_epb(pstates, fields, writes, problems)
     _plan_uncore(pstates, fields, writes, problems)
     _plan_elc(pstates, fields, writes, problems)
@@ -394,7 +402,10 @@ def _plan_epp(pstates, p, d, governor, epp, writes, problems):
                         % (p["driver"], " (0)" if p["driver"] == "intel_pstate" else "", epp))
         return
     same = str(epp) == str(p["epp"]) or EPP_NUMBERS.get(p["epp"], -1) == epp
-    if not same:
+    # a governor switch makes intel_pstate and amd-pstate-epp put an EPP of their own back (the one
+    # saved for that governor): what the host shows now says nothing of what it will show then
+    switched = governor != p["governor"] and p["driver"] in ("intel_pstate", "amd-pstate-epp")
+    if not same or switched:
         writes.append((d + "/energy_performance_preference", str(epp), str(p["epp"])))
 
 
@@ -443,7 +454,8 @@ def _plan_uncore(pstates, fields, writes, problems):
         hi = u["initial_max_khz"] if u["initial_max_khz"] is not None else u["max_khz"]
         _plan_range({f[len("uncore_"):-len("_khz")]: (f, fields[f]) for f in asked}, lo, hi, None,
                     {"min": u["min_khz"], "max": u["max_khz"]}, "%s/%s/%%s_freq_khz" % (UNCORE, n),
-                    ("uncore_min_khz", "the uncore allows", "initial_min..initial_max"), writes, problems)
+                    ("uncore_min_khz", "the uncore allows", "initial_min..initial_max"), writes, problems,
+                    step=UNCORE_STEP_KHZ)
 
 
 def _plan_elc(pstates, fields, writes, problems):
@@ -474,7 +486,9 @@ def _plan_elc(pstates, fields, writes, problems):
                 value = 1 if value else 0
             elif field == "elc_floor_khz":
                 lo, hi = u["initial_min_khz"] or 0, u["initial_max_khz"] or MAX_KHZ
-                value = _khz(value, lo, hi, None)
+                value = _stepped(field, value, _khz(value, lo, hi, None), UNCORE_STEP_KHZ, problems)
+                if value is None:
+                    continue
                 if not lo <= value <= hi:
                     problems.append("elc_floor_khz: %d kHz is outside what the uncore allows, %d..%d kHz "
                                     "(initial_min..initial_max)" % (value, lo, hi))
@@ -483,7 +497,24 @@ def _plan_elc(pstates, fields, writes, problems):
                 writes.append(("%s/%s/%s" % (UNCORE, n, name), str(value), str(elc[name])))
 
 
-def _plan_range(asked, lo, hi, base, current, path, words, writes, problems):
+# The uncore driver keeps its frequencies in 100 MHz steps (it divides what is written by
+# UNCORE_FREQ_KHZ_MULTIPLIER and shows the quotient times it again).
+UNCORE_STEP_KHZ = 100000
+
+
+def _stepped(field, value, khz, step, problems):
+    """khz on the uncore's 100 MHz steps: a given number off them is refused (it would read back
+    otherwise and be written again on every run), a computed one (min, max, a percentage) is
+    rounded down."""
+    if not step or not khz % step:
+        return khz
+    if isinstance(value, int):
+        problems.append("%s: %d kHz is not a multiple of %d (the uncore is set in 100 MHz steps)" % (field, khz, step))
+        return None
+    return khz - khz % step
+
+
+def _plan_range(asked, lo, hi, base, current, path, words, writes, problems, step=None):
     """A minimum and/or maximum in kHz (``asked``: {"min"|"max": (field, value)}) within lo..hi,
     written in the order the kernel takes them: a new minimum above the old maximum raises the
     maximum first, otherwise the minimum goes first. ``path % "min"`` is the file; ``words``: the
@@ -491,7 +522,9 @@ def _plan_range(asked, lo, hi, base, current, path, words, writes, problems):
     min_field, who, bounds = words
     new = {}
     for key, (field, value) in asked.items():
-        khz = _khz(value, lo, hi, base)
+        khz = _stepped(field, value, _khz(value, lo, hi, base), step, problems)
+        if khz is None:
+            continue
         if not lo <= khz <= hi:
             problems.append("%s: %d kHz is outside what %s, %d..%d kHz (%s)" % (field, khz, who, lo, hi, bounds))
         else:
@@ -556,9 +589,9 @@ def check_record(doc, where):
 def restore(pstates, record):
     """The writes that put back what ``record`` (check_record'ed) kept, on a host that shows
     ``pstates`` now: ``(writes, problems, gone)``; gone lists the recorded files the host no longer
-    has (a policy or domain that went away), problems what cannot be written back (a minimum
-    above the host's maximum range). Governor before EPP, a policy's or domain's minimum and
-    maximum in the order the kernel takes them."""
+    has (a policy or domain that went away, an inactive policy), problems what cannot be written
+    back (a kept value that is no number). Turbo first, governor before EPP, a policy's or domain's
+    minimum and maximum in the order the kernel takes them."""
     values = record["values"]
     writes, problems, seen = [], [], set()
 
@@ -580,19 +613,27 @@ def restore(pstates, record):
         _plan_range(asked, lo, hi, None, current, path_fmt, (field % "min", "the host allows", "its range now"),
                     writes, problems)
 
-    for number in sorted(pstates["policies"]):
-        p = pstates["policies"][number]
-        d = "%s/policy%d" % (CPUFREQ, number)
-        want(d + "/scaling_governor", p["governor"])
-        span(d + "/scaling_%s_freq", {"min": p["min_khz"], "max": p["max_khz"]}, p["cpuinfo_min_khz"],
-             p["cpuinfo_max_khz"], "policy%d scaling_%%s_freq" % number)
-        if p["epp"] is not None:
-            want(d + "/energy_performance_preference", p["epp"])
+    # turbo first (intel_pstate's no_turbo moves cpuinfo_max_freq); the kept frequencies are the
+    # kernel's own earlier values: not bounded by today's range, the kernel clamps them itself
     intel = pstates["intel_pstate"] or {}
     if intel.get("no_turbo") is not None:
         want(INTEL_PSTATE + "/no_turbo", intel["no_turbo"])
     if pstates["boost"] is not None:
         want(CPUFREQ + "/boost", pstates["boost"])
+    for number in sorted(pstates["policies"]):
+        p = pstates["policies"][number]
+        d = "%s/policy%d" % (CPUFREQ, number)
+        switched = len(writes)
+        want(d + "/scaling_governor", p["governor"])
+        switched = len(writes) > switched and p["driver"] in ("intel_pstate", "amd-pstate-epp")
+        span(d + "/scaling_%s_freq", {"min": p["min_khz"], "max": p["max_khz"]}, 0, MAX_KHZ,
+             "policy%d scaling_%%s_freq" % number)
+        epp = d + "/energy_performance_preference"
+        if p["epp"] is not None:
+            want(epp, p["epp"])
+            if switched and epp in values and not (writes and writes[-1][0] == epp):
+                # the governor switch puts an EPP of the driver's own back: write the kept one after it
+                writes.append((epp, values[epp], str(p["epp"])))
     for cpu in sorted(pstates["epb"]):
         want("%s/cpu%d/power/energy_perf_bias" % (CPU, cpu), pstates["epb"][cpu])
     for n in sorted(pstates["uncore"]):

@@ -10,7 +10,7 @@ or cron entry, on every tick.
 
 from __future__ import annotations
 
-from ansible.module_utils.fleetnap.cpuidle import governor_misses, read_cpu_dma_latency, read_model
+from ansible.module_utils.fleetnap.cpuidle import governor_misses, qos_limit_us, read_cpu_dma_latency, read_model
 from ansible.module_utils.fleetnap.prom import render
 
 
@@ -82,13 +82,15 @@ def miss_advice(model, global_us=None, share=MISS_SHARE):
     governor, costs the power). A list of {state, rule, share, entries, text}."""
     totals, deepest = {}, None
     for cpu in model["cpus"]:
+        limit = qos_limit_us(cpu, global_us)
         for st, _bounded, up, down, by_qos in governor_misses(cpu, global_us):
             t = totals.setdefault(st["name"], {"index": st["index"], "entries": 0, "above": 0, "below_qos": 0,
                                                "enabled": False})
             t["entries"] += st["usage"] or 0
             t["above"] += up or 0
             t["below_qos"] += by_qos or 0
-            if not st["disable"]:
+            # allowed: enabled and within the CPU's PM QoS limit (a state over it is never entered)
+            if not st["disable"] and (limit is None or st["latency_us"] is None or st["latency_us"] <= limit):
                 t["enabled"] = True
                 if deepest is None or st["index"] > totals[deepest]["index"]:
                     deepest = st["name"]

@@ -163,17 +163,17 @@ def detach(argv, environ=None, cwd="/"):
             if grandchild:
                 os.write(wfd, b"%d\n" % grandchild)
                 os._exit(0)
-            null = fileio.open_device(os.devnull, "r+b")
-            for fd in (0, 1, 2):
-                os.dup2(null.fileno(), fd)
-            os.closerange(3, wfd)
-            os.closerange(wfd + 1, 65536)
-            os.set_inheritable(wfd, False)
-            os.chdir(cwd)
             try:
+                null = fileio.open_device(os.devnull, "r+b")
+                for fd in (0, 1, 2):
+                    os.dup2(null.fileno(), fd)
+                os.closerange(3, wfd)
+                os.closerange(wfd + 1, 65536)
+                os.set_inheritable(wfd, False)
+                os.chdir(cwd)
                 os.execve(argv[0], argv, environ if environ is not None else os.environ)
-            except OSError as exc:
-                os.write(wfd, b"exec:%d\n" % exc.errno)
+            except OSError as exc:      # the exec, or what comes before it (the working directory)
+                os.write(wfd, b"exec:%d\n" % (exc.errno or 0))
             os._exit(127)
         except BaseException:
             os._exit(126)

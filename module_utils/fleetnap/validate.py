@@ -105,6 +105,9 @@ def path(absolute=True, allow_empty=False):
             return value
         if "\0" in value:
             raise ParamError("option %s: a path cannot hold a NUL byte" % opt)
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ParamError("option %s: a path cannot hold a control character (a newline, a tab), got %s"
+                             % (opt, _show(value)))
         if absolute and not value.startswith("/"):
             raise ParamError("option %s: must be an absolute path (a relative one would be taken "
                              "from / on the host), got %s" % (opt, _show(value)))

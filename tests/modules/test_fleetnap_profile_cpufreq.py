@@ -69,9 +69,9 @@ def predict(name, fields):
         files = raw["uncore"][d]
         lo, hi = int(files["initial_min_freq_khz"]), int(files["initial_max_freq_khz"])
         for key in ("min", "max"):
-            if "uncore_%s_khz" % key in fields:
-                out[CPU + "intel_uncore_frequency/%s/%s_freq_khz" % (d, key)] = \
-                    str(khz(fields["uncore_%s_khz" % key], lo, hi, None))
+            if "uncore_%s_khz" % key in fields:     # the uncore keeps 100 MHz steps: rounded down
+                value = khz(fields["uncore_%s_khz" % key], lo, hi, None)
+                out[CPU + "intel_uncore_frequency/%s/%s_freq_khz" % (d, key)] = str(value - value % 100000)
         # the efficiency latency control of a TPMI domain that has it
         for field, name in (("elc_low_percent", "elc_low_threshold_percent"),
                             ("elc_high_percent", "elc_high_threshold_percent"),
@@ -79,6 +79,7 @@ def predict(name, fields):
             if field in fields and name in files:
                 value = fields[field]
                 value = int(value) if isinstance(value, bool) else khz(value, lo, hi, None)
+                value = value - value % 100000 if name == "elc_floor_freq_khz" else value
                 out[CPU + "intel_uncore_frequency/%s/%s" % (d, name)] = str(value)
     return out
 
@@ -91,7 +92,7 @@ LAYOUTS = {
                "uncore_max_khz": "min"},                                    # intel_pstate passive, no HWP
     "snr0": {"governor": "performance", "min_khz": 1500000, "epb": "balance-power"},   # acpi-cpufreq
     "turin0": {"governor": "powersave", "max_khz": "80%", "turbo": False},           # amd-pstate-epp
-    "srf8": {"epp": 128, "uncore_max_khz": "50%", "uncore_min_khz": "10%", "elc_low_percent": 20,
+    "srf8": {"epp": 64, "uncore_max_khz": "50%", "uncore_min_khz": "10%", "elc_low_percent": 20,
              "elc_high_percent": 90, "elc_high_enable": False, "elc_floor_khz": "min"},  # TPMI uncore with ELC
 }
 

@@ -698,7 +698,17 @@ def test_the_python_check_after_a_measured_cycle_does_what_the_sh_one_does(scrip
                                           "sleep": {"manage": False}})
     assert not res.failed and res.changed, res.get("msg")
     want = root / "var/lib/fleetnap/profile.want"
-    want.write_text(want.read_text() + "#metrics_dir /metrics\n/etc/passwd x\n")
+    # Lines neither follows: outside the CPU tree, '..', a value that is no name or number (a
+    # backslash, a shell word), a line with no value, a file of no knob, a number that is no number.
+    put(root, "/etc/passwd", "root:x:0:0\n")
+    put(root, "/sys/devices/system/cpu/cpu0/online", "1\n")
+    hostile = ["/etc/passwd x", "/sys/devices/system/cpu/cpu0/../../../../etc/passwd x",
+               "/sys/devices/system/cpu/cpu0/cpuidle/state1/disable 1;reboot",
+               "/sys/devices/system/cpu/cpu0/cpuidle/state1/disable \\x41",
+               "/sys/devices/system/cpu/cpu0/cpuidle/state1/disable",
+               "/sys/devices/system/cpu/cpu0/online 0", "/sys/devices/system/cpu/cpuX/power/energy_perf_bias 1",
+               "/sys/devices/system/cpu/cpufreq/policy0/../policy1/scaling_governor powersave"]
+    want.write_text(want.read_text() + "#metrics_dir /metrics\n" + "\n".join(hostile) + "\n")
     (root / "metrics").mkdir()
     cpu = root / "sys/devices/system/cpu"
     for rel, value in (("cpufreq/policy1/scaling_governor", "schedutil"), ("cpufreq/policy2/scaling_max_freq", "3400000"),
@@ -713,4 +723,5 @@ def test_the_python_check_after_a_measured_cycle_does_what_the_sh_one_does(scrip
     assert proc.stdout == drift.said(got) + "\n" and got["stuck"] == {}, (proc.stdout, got)
     assert got["put_back"] == {"cstate_disable": 1, "epb": 1, "frequency": 1, "governor": 1, "turbo": 1, "uncore": 1}
     assert snapshot_tree(root) == snapshot_tree(twin)
+    assert (root / "etc/passwd").read_text() == "root:x:0:0\n" and (cpu / "cpu0/online").read_text().strip() != "0"
     assert drift.recheck(HostFS(str(twin))) == {"put_back": {}, "stuck": {}}

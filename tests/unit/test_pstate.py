@@ -98,7 +98,7 @@ def test_the_layouts_pepc_recorded_are_all_here(trees):
 def test_a_host_without_cpufreq_reads_as_none(tmp_path):
     (tmp_path / "sys/devices/system/cpu/cpu0").mkdir(parents=True)
     got = pstate.read_pstates(HostFS(str(tmp_path)))
-    assert got == {"driver": None, "policies": {}, "intel_pstate": None, "amd_pstate": None, "hwp": False,
+    assert got == {"driver": None, "policies": {}, "inactive_policies": [], "intel_pstate": None, "amd_pstate": None, "hwp": False,
                    "boost": None, "epb": {}, "uncore": {}}
     assert pstate.summary(got)["turbo"] is None
 
@@ -275,10 +275,12 @@ def test_plan_applied_gives_the_profile_and_a_second_plan_writes_nothing(tmp_pat
     assert problems == []
     # governor first on each policy (EPP under performance is checked against the new governor),
     # the minimum raised to base (2.2 GHz, under the maximum 3.8 GHz: the minimum first)
-    assert writes[:3] == [(POLICY.replace("sys", "/sys", 1) + "/scaling_governor", "performance", "powersave"),
-                          (POLICY.replace("sys", "/sys", 1) + "/scaling_min_freq", "2200000", "800000"),
-                          (POLICY.replace("sys", "/sys", 1) + "/energy_performance_preference", "performance",
-                           "balance_performance")]
+    # turbo first (no_turbo moves cpuinfo_max_freq on intel_pstate)
+    assert writes[0] == ("/sys/devices/system/cpu/intel_pstate/no_turbo", "1", "0")
+    assert writes[1:4] == [(POLICY.replace("sys", "/sys", 1) + "/scaling_governor", "performance", "powersave"),
+                           (POLICY.replace("sys", "/sys", 1) + "/scaling_min_freq", "2200000", "800000"),
+                           (POLICY.replace("sys", "/sys", 1) + "/energy_performance_preference", "performance",
+                            "balance_performance")]
     batch = SysfsBatch(fs)
     for path, new, old in writes:
         batch.add(path, new, old)
@@ -468,3 +470,56 @@ def test_a_record_no_fleetnap_wrote_is_refused_naming_what(doc, words):
     with pytest.raises(pstate.PstateError) as exc:
         pstate.check_record(doc, "the record R")
     assert str(exc.value).startswith("the record R") and words in str(exc.value)
+
+
+def test_a_governor_switch_writes_the_epp_even_where_it_shows_the_asked_one(trees):
+    """intel_pstate and amd-pstate-epp put an EPP of their own back when the governor changes (the
+    one saved for that governor): the EPP is written after the switch even where the host shows
+    the asked value now; without a switch it is not."""
+    got = pstate.read_pstates(HostFS(str(trees["spr1"])))
+    shown = dict(got, policies={n: dict(p, epp="power") for n, p in got["policies"].items()})
+    writes, problems = pstate.plan(shown, {"governor": "performance", "epp": "performance"})
+    assert problems == [] and [w[0].rsplit("/", 1)[1] for w in writes[:2]] == [
+        "scaling_governor", "energy_performance_preference"]
+    same = dict(got, policies={n: dict(p, epp="performance") for n, p in got["policies"].items()})
+    writes, _p = pstate.plan(same, {"governor": "performance", "epp": "performance"})
+    assert len(writes) == 2 * len(got["policies"])
+    assert pstate.plan(same, {"epp": "performance"}) == ([], [])
+
+
+def test_uncore_frequencies_are_on_100_mhz_steps(trees):
+    """The uncore driver keeps 100 MHz steps: a computed value is rounded down, a given one off the
+    steps refused (it would read back otherwise and be written again on every run)."""
+    got = pstate.read_pstates(HostFS(str(trees["srf8"])))
+    writes, problems = pstate.plan(got, {"uncore_min_khz": "10%"})      # 800000 + 140000 -> 900000
+    assert problems == [] and {w[1] for w in writes} == {"900000"}
+    _w, problems = pstate.plan(got, {"uncore_max_khz": 1950000})
+    assert problems == ["uncore_max_khz: 1950000 kHz is not a multiple of 100000 (the uncore is set in 100 MHz steps)"]
+    _w, problems = pstate.plan(got, {"elc_floor_khz": 850000})
+    assert problems and "elc_floor_khz: 850000 kHz is not a multiple of 100000" in problems[0]
+
+
+def test_an_inactive_policy_is_left_out(tmp_path):
+    """A policy whose CPUs are all offline answers EBUSY to every file (here: they are missing):
+    it is not read and not planned, and named."""
+    root = materialize("cfl-u", tmp_path / "cflu", PSTATE_DATA)
+    for f in (root / "sys/devices/system/cpu/cpufreq/policy3").iterdir():
+        f.unlink()
+    got = pstate.read_pstates(HostFS(str(root)))
+    assert sorted(got["policies"]) == [0, 1, 2, 4, 5, 6, 7] and got["inactive_policies"] == [3]
+    writes, problems = pstate.plan(got, {"governor": "performance"})
+    assert problems == [] and len(writes) == 7
+
+
+def test_restore_does_not_bound_the_kept_frequencies_by_todays_range(trees):
+    """Turbo off lowers intel_pstate's cpuinfo_max_freq: the kept maximum (the turbo one) is above
+    today's range. It is the kernel's own earlier value: written back (turbo first), not refused."""
+    got = pstate.read_pstates(HostFS(str(trees["spr1"])))
+    p0 = got["policies"][0]
+    d = "/sys/devices/system/cpu/cpufreq/policy0/scaling_max_freq"
+    now = dict(got, policies={0: dict(p0, max_khz=2000000, cpuinfo_max_khz=2000000)}, epb={}, uncore={},
+               intel_pstate=dict(got["intel_pstate"], no_turbo=1))
+    rec = {"version": 1, "values": {d: "3800000", "/sys/devices/system/cpu/intel_pstate/no_turbo": "0"}}
+    writes, problems, gone = pstate.restore(now, rec)
+    assert problems == [] and gone == []
+    assert writes == [("/sys/devices/system/cpu/intel_pstate/no_turbo", "0", "1"), (d, "3800000", "2000000")]

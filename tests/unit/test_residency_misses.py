@@ -156,3 +156,17 @@ def test_the_advice_names_the_budget_when_the_misses_say_it_costs(tmp_path):
         for i in (6, 7, 8):
             (cpu_dir / ("cpu%d/cpuidle/state%d/disable" % (n, i))).write_text("1\n")
     assert miss_advice(read_model(HostFS(str(root)))) == []
+
+
+def test_the_deepest_allowed_state_is_the_deepest_within_the_pm_qos_limit(tmp_path):
+    """A profile that limits the wake-up latency by PM QoS (not by disabling states): the deepest
+    state within the limit is the one the above rule looks at (the deeper ones are never entered)."""
+    from ansible.module_utils.fleetnap.residency import miss_advice
+    root = materialize("cfl-u", tmp_path / "r")
+    cpu_dir = root / "sys/devices/system/cpu"
+    raw = capture("cfl-u")
+    for n in raw:
+        (cpu_dir / ("cpu%d/power/pm_qos_resume_latency_us" % n)).write_text("100\n")    # C6 (85 us) in reach
+        (cpu_dir / ("cpu%d/cpuidle/state4/above" % n)).write_text(raw[n][4]["usage"] + "\n")   # every C6 entry missed
+    advice = [a for a in miss_advice(read_model(HostFS(str(root)))) if a["rule"] == "above"]
+    assert [a["state"] for a in advice] == ["C6"] and advice[0]["share"] == 1.0

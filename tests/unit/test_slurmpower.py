@@ -389,9 +389,10 @@ def test_a_failed_exec_is_named_whichever_line_comes_first(tmp_path, monkeypatch
     """The grandchild's exec:ERRNO can reach the pipe before the child's pid (found under load:
     the error was called a failed fork). Both orders, by a pipe filled here in that order (an
     error path: the fork is replaced)."""
+    real_pipe = os.pipe
     for lines in (b"exec:2\n4242\n", b"4242\nexec:2\n"):
         def fake_fork(lines=lines):
-            r, w = os.pipe()
+            r, w = real_pipe()
             os.write(w, lines)
             os.close(w)
             return r
