@@ -135,15 +135,23 @@ def apply_cpufreq(module, plan, changes):
 
 
 def _after(module, plan, changed):
-    """The host's CPU frequency policy after the writes: read again in a real run (what the kernel
-    shows: intel_pstate names a number it has a name for), predicted in check mode."""
+    """The host's CPU frequency policy after the writes: predicted in check mode; in a real run each
+    file written is read again (what the kernel shows for it: intel_pstate names an EPP number it
+    has a name for, the uncore keeps 100 MHz steps), the rest is as it was read (not every policy
+    of the host read a second time)."""
     if "after" not in plan:
-        plan["after"] = applied(plan["pstates"], plan["batch"].writes)
+        writes = plan["batch"].writes
         if changed and not module.check_mode:
-            try:
-                plan["after"] = read_pstates(plan["fs"])
-            except (PstateError, HostFsError, ValueError) as exc:
-                module.warn("cpufreq: reading the host again after the writes failed: %s" % exc)
+            shown = []
+            for path, new, old in writes:
+                try:
+                    now = plan["fs"].read(path)
+                except (HostFsError, ValueError) as exc:
+                    module.warn("cpufreq: reading %s again after the write failed: %s" % (path, exc))
+                    now = None
+                shown.append((path, now if now and (now.isdigit() or now.replace("_", "").isalpha()) else new, old))
+            writes = shown
+        plan["after"] = applied(plan["pstates"], writes)
     return plan["after"]
 
 

@@ -245,5 +245,3 @@ def remove_recorded(changes, path, root="/"):
         return False
     changes.record(path, lambda: fileio.put_back(path, before, root))
     return True
-
-
