@@ -38,7 +38,7 @@ def test_model_matches_capture(dataset, trees):
 
 
 def test_the_gate_model_leaves_the_counters_unread(trees):
-    """counters=False: the same model without usage, time and default_status, and those files are
+    """counters=False: the same model without usage, time, above, below and default_status, and those files are
     not opened (a FIFO in their place, which read_model refuses, is never touched)."""
     root = trees("ivbep1")
     full = read_model(HostFS(str(root)))
@@ -46,7 +46,7 @@ def test_the_gate_model_leaves_the_counters_unread(trees):
     assert any(s["usage"] for cpu in full["cpus"] for s in cpu["states"])
     for cpu in full["cpus"]:
         for s in cpu["states"]:
-            s.update(usage=None, time_us=None, default_status=None)
+            s.update(usage=None, time_us=None, default_status=None, above=None, below=None)
     assert gate == full
     usage = root / "sys/devices/system/cpu/cpu0/cpuidle/state1/usage"
     saved = usage.read_text()
