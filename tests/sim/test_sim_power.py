@@ -418,16 +418,8 @@ def test_a_park_that_fails_stops_the_later_batches(psim, tmp_path):
     assert all(answers(hosts[n]["ip"]) for n in going)
 
 
-def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_itself(psim, tmp_path):
-    """gear_member's S3 park on a host without systemd: the park's resume hook (a detached shell)
-    writes the state itself and waits for the kernel's count of suspends to move; a magic packet
-    sent by hand, outside any shift, wakes the host, and with no command from the controller the
-    host's in-service mem_sleep (s2idle) is back, the park's record and the hook are gone."""
-    host = sorted(psim.hosts())[1]
-    look = "cat /sys/power/suspend_stats/success /sys/power/mem_sleep; ls -A /run/fleetnap 2>/dev/null | wc -l"
-    assert ssh(psim, host, "echo s2idle > /sys/power/mem_sleep").returncode == 0
-    before = wait("the kernel's view of s2idle", lambda: (lambda o: o[1].startswith("[s2idle]") and o)(
-        ssh(psim, host, look).stdout.split("\n")), timeout=10)
+def park_play(tmp_path, host):
+    """A playbook that parks ``host`` with gear_member alone (no shift)."""
     play = tmp_path / "park.yml"
     play.write_text("""
 - hosts: %s
@@ -440,6 +432,20 @@ def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_its
         gear_member_action: down
         gear_member_power_ok: true
 """ % host)
+    return play
+
+
+def test_a_parked_host_woken_by_a_stray_packet_puts_its_sleep_policy_back_by_itself(psim, tmp_path):
+    """gear_member's S3 park on a host without systemd: the park's resume hook (a detached shell)
+    writes the state itself and waits for the kernel's count of suspends to move; a magic packet
+    sent by hand, outside any shift, wakes the host, and with no command from the controller the
+    host's in-service mem_sleep (s2idle) is back, the park's record and the hook are gone."""
+    host = sorted(psim.hosts())[1]
+    look = "cat /sys/power/suspend_stats/success /sys/power/mem_sleep; ls -A /run/fleetnap 2>/dev/null | wc -l"
+    assert ssh(psim, host, "echo s2idle > /sys/power/mem_sleep").returncode == 0
+    before = wait("the kernel's view of s2idle", lambda: (lambda o: o[1].startswith("[s2idle]") and o)(
+        ssh(psim, host, look).stdout.split("\n")), timeout=10)
+    play = park_play(tmp_path, host)
     logged = len(psim.power_log(host))
     proc = psim.playbook(str(play))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -470,18 +476,7 @@ def test_a_profile_knob_changed_during_a_park_is_put_back_by_the_hosts_resume_pa
     assert not res.get("failed") and res["cpufreq"]["writes"] == 4 + 4 + 4, res
     epp = "/sys/devices/system/cpu/cpufreq/policy%d/energy_performance_preference"
     assert [psim.read(host, epp % n).strip() for n in range(4)] == ["power"] * 4
-    play = tmp_path / "park.yml"
-    play.write_text("""
-- hosts: %s
-  gather_facts: false
-  tasks:
-    - name: Park
-      ansible.builtin.include_role:
-        name: gear_member
-      vars:
-        gear_member_action: down
-        gear_member_power_ok: true
-""" % host)
+    play = park_play(tmp_path, host)
     proc = psim.playbook(str(play))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     wait("%s asleep" % host, lambda: last(psim, host)["state"] == "S3", timeout=30)
