@@ -71,16 +71,21 @@ def _read(module, fs):
 def plan_cpufreq(module, fs, fields, state):
     """Read the host's CPU frequency policy and decide the writes (none when no field is given and,
     for state=absent, when there is no record). Fails naming the fields the host does not take."""
-    record = None
+    if state == "present" and not fields:
+        return None
+    # The record is read (and refused when no fleetnap wrote it) for both: absent writes it back,
+    # present keeps the first originals in it.
+    where = "the record %s" % fs.path(ORIGINALS)
+    try:
+        record = fs.read_json(ORIGINALS)
+        if record is not None:
+            check_record(record, where)
+    except (HostFsError, ValueError) as exc:
+        module.fail_json(msg="%s; nothing was changed (%s)" % (exc, (
+            "repair the record, or remove it and set the CPU frequency knobs by hand: state=absent cannot know "
+            "the values to restore" if state == "absent" else
+            "remove it only after setting the knobs it names back by hand")))
     if state == "absent":
-        where = "the record %s" % fs.path(ORIGINALS)
-        try:
-            record = fs.read_json(ORIGINALS)
-            if record is not None:
-                check_record(record, where)
-        except (HostFsError, ValueError) as exc:
-            module.fail_json(msg="%s; nothing was changed (repair the record, or remove it and set the CPU frequency "
-                                 "knobs by hand: state=absent cannot know the values to restore)" % exc)
         if record is None:
             return None
         pstates = _read(module, fs)
@@ -88,18 +93,9 @@ def plan_cpufreq(module, fs, fields, state):
         for path in gone:
             module.warn("%s: kept in %s, but the host no longer has it; not restored" % (path, where))
     else:
-        if not fields:
-            return None
         pstates = _read(module, fs)
         _warn_other_writers(module, fs)
         writes, problems = plan(pstates, fields)
-        try:
-            record = fs.read_json(ORIGINALS)
-            if record is not None:
-                check_record(record, "the record %s" % fs.path(ORIGINALS))
-        except (HostFsError, ValueError) as exc:
-            module.fail_json(msg="%s; nothing was changed (remove it only after setting the knobs it names back "
-                                 "by hand)" % exc)
     if problems:
         module.fail_json(msg="cpufreq: %s; nothing was changed" % "; ".join(problems))
     batch = SysfsBatch(fs)
