@@ -26,7 +26,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 # Debian packages the tests and the lab need (installed once, then cached by a stamp).
 DEB_PACKAGES := python3-venv python3-pip openssh-client e2fsprogs chromium rt-tests prometheus \
-                prometheus-node-exporter slurm-client
+                prometheus-node-exporter slurm-client slurmctld munge socat
 
 .PHONY: help setup deps venv test test-unit lint demo bench
 

@@ -26,6 +26,9 @@ from layout import BMC_USER, CACHE_ROOT, KNOWN_HOSTS, LabError, bmc_password, ne
 from proc import pid_alive, ssh_greets, wait_gone, wait_port
 
 
+# Where a guest reaches slurmctld (the mgmt network's slirp, forwarded to the controller).
+SLURMCTLD_GUEST_ADDR = "10.0.2.100"
+
 # ---------------------------------------------------------------------------------------------
 # QEMU and its BMC
 # ---------------------------------------------------------------------------------------------
@@ -44,8 +47,14 @@ def qemu_argv(host: dict, image: Path, cfg: dict) -> list[str]:
         "-append", append,
         "-drive", "file=%s,if=virtio,format=qcow2" % (d / "disk.qcow2"),
         # management NIC: user networking, restrict=on (the guest reaches nothing but slirp)
-        "-netdev", "user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22,hostfwd=tcp:127.0.0.1:%d-:9100"
-        % (host["ssh_port"], host["metrics_port"]),
+        # SSH, node_exporter, and Slurm both ways (lab/slurm.py): slurmctld reaches this guest's
+        # slurmd on its own port, and the guest reaches slurmctld at SLURMCTLD_GUEST_ADDR, one
+        # socat per connection (restrict=on leaves explicit forwards working)
+        "-netdev", "user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:%d-:22,hostfwd=tcp:127.0.0.1:%d-:9100,"
+        "hostfwd=tcp:127.0.0.1:%d-:%d,guestfwd=tcp:%s:%d-cmd:%s - TCP:127.0.0.1:%d"
+        % (host["ssh_port"], host["metrics_port"], host["slurmd_port"], host["slurmd_port"],
+           SLURMCTLD_GUEST_ADDR, host["slurmctld_port"], shutil.which("socat") or "/usr/bin/socat",
+           host["slurmctld_port"]),
         "-device", "virtio-net-pci,netdev=mgmt,mac=%s,addr=0x3" % host["mgmt_mac"],
         # the e1000e: a real PHC (/dev/ptp0) and the MAC the WoL relay wakes
         "-netdev", "user,id=lan,restrict=on,net=10.0.3.0/24",
@@ -215,19 +224,22 @@ def _mux_master(host: dict, timeout: float) -> None:
         pass
 
 
-def ssh(host: dict, *command: str, timeout: float = 30, check: bool = True):
+def ssh(host: dict, *command: str, timeout: float = 30, check: bool = True, input: str | None = None):
+    """Run command in the guest as root; input (never on a command line: keys go this way) is
+    its stdin, else /dev/null."""
     deadline = time.monotonic() + timeout
     _mux_master(host, timeout)
     argv = ssh_cmd(host, *command)
     try:
         muxed = argv[:1] + ["-o", "ControlPath=" + mux_path(host), "-o", "ControlMaster=no"] + argv[1:]
-        proc = subprocess.run(muxed, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=max(1.0, deadline - time.monotonic()))
+        stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+        proc = subprocess.run(muxed, capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()),
+                              **stdin)
         if proc.returncode == 255 and not proc.stdout and "master" in proc.stderr:
             # The master's connection broke before the session began (its guest rebooted): once
             # more, on a connection of its own.
-            proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                  timeout=max(1.0, deadline - time.monotonic()))
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=max(1.0, deadline - time.monotonic()),
+                                  **stdin)
     except subprocess.TimeoutExpired:
         if check:
             raise LabError("ssh to %s (127.0.0.1:%d) timed out after %ss"

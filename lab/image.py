@@ -39,6 +39,9 @@ PACKAGES = [
     # observability and measurement: node_exporter (textfile collector for fleetnap_* metrics)
     # and cyclictest (measure_wake_latency.yml); guests cannot download packages later
     "prometheus-node-exporter", "rt-tests",
+    # Slurm's node daemon and its authentication (tests/lab/test_slurm_lab.py): off at boot,
+    # 'labctl slurm-up' writes the lab's slurm.conf and munge key and starts them
+    "slurmd", "munge",
 ]
 # Initramfs: only what mounting the root needs (virtio_net loads from the root via udev).
 INITRAMFS_MODULES = ["virtio_pci", "virtio_blk", "ext4"]
@@ -120,7 +123,9 @@ GUEST_FILES = {
         (Path(__file__).resolve().parent / "guest" / "fleetnap_lab_pyc.py").read_text(),
     "usr/lib/python3/dist-packages/fleetnap-lab-pyc.pth": "import fleetnap_lab_pyc\n",
 }
-RECIPE_VERSION = 6
+# Off at boot in the image; the munge key munge's postinst made is removed (the lab writes its own).
+SLURM_UNITS = ["munge.service", "slurmd.service"]
+RECIPE_VERSION = 7
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +170,7 @@ def recipe() -> dict:
     return {
         "version": RECIPE_VERSION, "suite": SUITE, "mirror": MIRROR, "packages": PACKAGES,
         "kernel": kernel_package(), "initramfs_modules": INITRAMFS_MODULES,
-        "prune": PRUNE_MODULE_DIRS, "drop": DROP_PATHS, "mask": MASK_UNITS, "files": GUEST_FILES,
+        "prune": PRUNE_MODULE_DIRS, "drop": DROP_PATHS, "mask": MASK_UNITS, "disable": SLURM_UNITS, "files": GUEST_FILES,
         "pubkey": Path(str(lab_key()) + ".pub").read_text().strip(),
         "hostkey": Path(str(lab_host_key()) + ".pub").read_text().strip(),
     }
@@ -255,6 +260,7 @@ def build_image(force: bool = False) -> dict:
         (rootfs / "etc/initramfs-tools/hooks/zz-fleetnap-no-udev").chmod(0o755)
         (rootfs / "etc/dhcp/dhclient-enter-hooks.d/fleetnap-no-resolv").write_text(
             "# the lab has no name service: keep resolv.conf as it is\nmake_resolv_conf() { :; }\n")
+        (rootfs / "etc/munge/munge.key").unlink(missing_ok=True)
         # The host key: the lab's own, not the ones openssh-server's postinst generated.
         for old in (rootfs / "etc" / "ssh").glob("ssh_host_*"):
             old.unlink()
@@ -271,6 +277,8 @@ def build_image(force: bool = False) -> dict:
             step("mkinitramfs", ["chroot", str(rootfs), "mkinitramfs", "-o",
                                  "/boot/initrd.img-%s" % kver, kver])
             step("mask units", ["chroot", str(rootfs), "systemctl", "mask"] + MASK_UNITS)
+            # munged and slurmd only where 'labctl slurm-up' starts them (no boot cost elsewhere)
+            step("disable slurm", ["chroot", str(rootfs), "systemctl", "disable"] + SLURM_UNITS)
             step("lock root password", ["chroot", str(rootfs), "passwd", "-l", "root"])
         for rel in DROP_PATHS:
             path = rootfs / rel

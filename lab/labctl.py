@@ -23,6 +23,9 @@ Subcommands::
     wol-drop MAC [-c N]    drop the next N magic packets for MAC (fault injection)
     redfish-fault HOST     --busy N (503s) | --task S (slow reset tasks) | --clear
     relay                  run the WoL relay in the foreground (``up`` starts it)
+    slurm-up --nodes LIST [--power-conf FILE]
+                           slurmctld + munged here, slurmd + munged in the guests LIST (lab/slurm.py)
+    slurm-down             stop them (``down`` stops the controller's too)
 
 Standard library only (Python 3.11, Debian 12).  Everything runs as root: debootstrap,
 chroot and the WoL ports (9 and 7) need it.
@@ -42,6 +45,7 @@ guests booting at once; the rest are powered on as those reach SSH).
 #   labctl.py      CLI; up / down / status; the relay's process; the inventory
 #    |  wol_relay.py   the WoL relay, a process of its own (`labctl relay`: in the foreground)
 #    |  redfish_bmc.py a guest's Redfish BMC, a process of its own (sushy-tools, the venv's Python)
+#    |  slurm.py       slurmctld + munged here, slurmd + munged in the guests (`labctl slurm-up`)
 #    |  image.py       the guest image, the lab's SSH keys
 #    |  guest.py       one guest: QEMU command line, its BMC, QMP, ipmitool, SSH, suspend, kill
 #    |  layout.py      paths, LAB_* settings, the host table, the BMC password, LabError
@@ -49,6 +53,7 @@ guests booting at once; the rest are powered on as those reach SSH).
 #    v  proc.py        processes, pid files, ports, state-file locks       } fleet simulator
 #
 #   labctl -> all of them        wol_relay -> guest, layout, proc      image -> layout, proc
+#   slurm -> guest, layout, proc
 #   redfish_bmc -> guest, layout, proc
 #   guest -> layout, bmc, proc   layout -> bmc     bmc -> proc         proc -> (standard library)
 #   sim.py, the fleet simulator -> bmc, proc, simhost (ipmi_sim's startcmd; standard library)
@@ -67,6 +72,7 @@ import time
 from pathlib import Path
 
 import bmc
+import slurm
 from guest import (bmc_power, ipmi, ipmi_sim_alive, kill_guest, known_hosts_lines, lan_conf, qemu_alive,
                    qemu_argv, qmp, qmp_status, ssh_banner, ssh_cmd, ssh_options, start_ipmi_sim, suspend, wait_ssh)
 from image import build_image, image_dir
@@ -82,7 +88,7 @@ from image import lab_host_key  # noqa: F401
 # The lab's processes
 # ---------------------------------------------------------------------------------------------
 
-LAB_PROGRAMS = ("qemu-system", "ipmi_sim", "wol_relay.py", "redfish_bmc.py")
+LAB_PROGRAMS = ("qemu-system", "ipmi_sim", "wol_relay.py", "redfish_bmc.py", "slurmctld", "munged")
 
 
 def lab_processes() -> list[tuple[int, str]]:
@@ -299,7 +305,8 @@ def up() -> dict:
             for port, kind, what in ((h["bmc_port"], socket.SOCK_DGRAM, "BMC (UDP)"),
                                      (h["vm_port"], socket.SOCK_STREAM, "BMC-QEMU link (TCP)"),
                                      (h["ssh_port"], socket.SOCK_STREAM, "SSH forward (TCP)"),
-                                     (h["metrics_port"], socket.SOCK_STREAM, "node_exporter forward (TCP)")):
+                                     (h["metrics_port"], socket.SOCK_STREAM, "node_exporter forward (TCP)"),
+                                     (h["slurmd_port"], socket.SOCK_STREAM, "slurmd forward (TCP)")):
                 if not port_free(port, kind):
                     raise LabError("port 127.0.0.1:%d for %s's %s is in use; free it or set "
                                    "LAB_PORT_BASE / LAB_BMC_PORT_BASE" % (port, h["name"], what))
@@ -375,6 +382,9 @@ def down() -> dict:
         else:   # no table: find whatever per-host state there is
             hosts = [{"name": p.name, "dir": str(p), "qmp": str(p / "qmp.sock")}
                      for p in sorted(STATE.glob("lab*")) if p.is_dir()]
+        # Slurm first (slurmctld would call its programs on guests going away); the guests are
+        # not touched: they are stopped below
+        stopped += slurm.down(hosts, nodes_too=False)["stopped"]
         pid = relay_alive()
         if pid:
             terminate([pid])
@@ -529,6 +539,10 @@ def main(argv=None) -> int:
     g.add_argument("--task", type=float, metavar="S", help="resets become 202 tasks that run S seconds")
     g.add_argument("--clear", action="store_true", help="no fault any more")
     sub.add_parser("relay", help="run the WoL relay in the foreground")
+    p = sub.add_parser("slurm-up", help="slurmctld here, slurmd in the guests named (lab/slurm.py)")
+    p.add_argument("--nodes", required=True, help="comma-separated lab hosts, e.g. lab4,lab5,lab6")
+    p.add_argument("--power-conf", help="file included by the controller's slurm.conf (power saving, partitions)")
+    sub.add_parser("slurm-down", help="stop Slurm in the lab (slurmctld, munged, the guests' slurmd)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "build-image":
@@ -577,6 +591,13 @@ def main(argv=None) -> int:
             host = find_host(load_table(), args.host)
             redfish_fault(host, None if args.clear else {"status": 503, "count": args.busy}
                           if args.busy is not None else {"task_s": args.task})
+        elif args.cmd == "slurm-up":
+            table = load_table()
+            hosts = [find_host(table, n.strip()) for n in args.nodes.split(",") if n.strip()]
+            power = Path(args.power_conf).read_text() if args.power_conf else None
+            print(json.dumps(slurm.up(hosts, power), indent=2))
+        elif args.cmd == "slurm-down":
+            print(json.dumps(slurm.down(load_table()["hosts"]), indent=2))
         elif args.cmd == "relay":
             sys.path.insert(0, str(LAB_DIR))
             import wol_relay

@@ -116,6 +116,9 @@ def host_table(cfg: dict) -> list[dict]:
             "bmc_port": cfg["bmc_base"] + i,
             "vm_port": cfg["bmc_base"] + 100 + i,
             "redfish_port": cfg["bmc_base"] + 200 + i,
+            # Slurm (lab/slurm.py): this guest's slurmd, and slurmctld's port on the controller
+            "slurmd_port": cfg["ssh_base"] + 200 + i,
+            "slurmctld_port": cfg["ssh_base"] + 200,
             "mgmt_mac": "52:54:00:fa:00:%02x" % i,
             "wol_mac": "52:54:00:fa:01:%02x" % i,
             "rack": "rack%d" % ((i - 1) * RACKS // n + 1),

@@ -111,13 +111,17 @@ def resume_jobs(path):
         job_id = job.get("job_id")
         if isinstance(job_id, bool) or not isinstance(job_id, int) or not 0 < job_id < 2 ** 32:
             raise RequestError("resume file %s: jobs[%d].job_id is not a job id" % (path, i))
-        nodes = job.get("nodes_resume", "")
+        # Slurm 23.02 and later: nodes_resume (and nodes_alloc); 22.05 (Debian 12): nodes, the
+        # job's nodes being resumed (slurmctld 22.05.8 wrote {"jobs":[{"job_id":5,"nodes":"lab4"}],
+        # "all_nodes":"lab4"} in the lab)
+        key = "nodes_resume" if "nodes_resume" in job else "nodes"
+        nodes = job.get(key, "")
         if not isinstance(nodes, str):
-            raise RequestError("resume file %s: jobs[%d].nodes_resume is not a hostlist" % (path, i))
+            raise RequestError("resume file %s: jobs[%d].%s is not a hostlist" % (path, i, key))
         try:
             out[str(job_id)] = hostlist.expand(nodes) if nodes else []
         except hostlist.HostlistError as exc:
-            raise RequestError("resume file %s: jobs[%d].nodes_resume: %s" % (path, i, exc))
+            raise RequestError("resume file %s: jobs[%d].%s: %s" % (path, i, key, exc))
     return out
 
 

@@ -36,6 +36,7 @@ VARIANTS = [("deep", "252", False), ("any", "252", False), ("deep", "256", False
 UNPARK = ROLE / "templates" / "unpark.sh.j2"
 # The park's resume hook, run in the foreground with what it printed kept; its suspend: the success
 # count moves (HOOK_SUSPEND_WITH decides: success, fail, or none for a suspend that never happens).
+SLURMD_EXEC = "/usr/sbin/slurmd -D -s $SLURMD_OPTIONS"     # the role's default: Debian's ExecStart
 HOOK_START = "/bin/sh $K/park-resume 2>$R/hook.err; echo HOOKED rc=$?"    # no quotes: the lookup keeps their escapes
 HOOK_SUSPEND = ("case ${FLEETNAP_TEST_SUSPEND:-success} in none) ;; *) f=$S/${FLEETNAP_TEST_SUSPEND:-success}; "
                 "echo $(( $(cat $f) + 1 )) > $f ;; esac")
@@ -58,7 +59,8 @@ def scripts(tmp_path_factory):
                  "__gear_member_park_start_command": HOOK_START,
                  "__gear_member_kernel_park_start_command": HOOK_START,
                  "__gear_member_park_suspend_command": HOOK_SUSPEND,
-                 "gear_member_resume_wait_s": 2, "gear_member_resume_restart": ["fleetnap-test.service", "b@x.service"]}
+                 "gear_member_resume_wait_s": 2, "gear_member_resume_restart": ["fleetnap-test.service", "b@x.service"],
+                 "gear_member_slurmd_exec_start": SLURMD_EXEC}
         lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
                        % (json.dumps(str(TEMPLATE)), json.dumps(tvars)))
     lookups.append("lookup('ansible.builtin.template', %s, template_vars=%s)"
@@ -614,7 +616,7 @@ def test_a_unit_to_restart_that_is_no_unit_name_is_refused_before_anything(tmp_p
              "__gear_member_suspend_command": "echo SCHEDULED", "__gear_member_kernel_suspend_command": "echo SCHEDULED",
              "gear_member_park_ignores_sleep_policy": True, "__gear_member_park_start_command": HOOK_START,
              "__gear_member_kernel_park_start_command": HOOK_START, "__gear_member_park_suspend_command": HOOK_SUSPEND,
-             "gear_member_resume_wait_s": 2,
+             "gear_member_resume_wait_s": 2, "gear_member_slurmd_exec_start": SLURMD_EXEC,
              "gear_member_resume_restart": ["slurmd.service", "x$(touch %s)" % marker]}
     result = run_module("ansible.builtin.debug", {"msg": "{{ lookup('ansible.builtin.template', %s, template_vars=%s) }}"
                                                   % (json.dumps(str(TEMPLATE)), json.dumps(tvars))}, tmp_path=tmp_path)
@@ -725,3 +727,93 @@ def test_the_python_check_after_a_measured_cycle_does_what_the_sh_one_does(scrip
     assert snapshot_tree(root) == snapshot_tree(twin)
     assert (root / "etc/passwd").read_text() == "root:x:0:0\n" and (cpu / "cpu0/online").read_text().strip() != "0"
     assert drift.recheck(HostFS(str(twin))) == {"put_back": {}, "stuck": {}}
+
+
+def slurm_hook(tmp_path, exec_start=SLURMD_EXEC):
+    """The park with gear_member_resume_restart [slurmd], rendered as the role renders it."""
+    root = build(tmp_path / "root", mem_sleep="[s2idle] deep")
+    with_suspend_stats(root)
+    tvars = {"__gear_member_precheck_root": str(root), "__gear_member_precheck_systemd": "252",
+             "__gear_member_precheck_init": "systemd", "gear_member_suspend_mode": "deep",
+             "__gear_member_suspend_command": "echo SCHEDULED", "__gear_member_kernel_suspend_command": "echo SCHEDULED",
+             "gear_member_park_ignores_sleep_policy": True, "__gear_member_park_start_command": HOOK_START,
+             "__gear_member_kernel_park_start_command": HOOK_START, "__gear_member_park_suspend_command": HOOK_SUSPEND,
+             "gear_member_resume_wait_s": 2, "gear_member_resume_restart": ["slurmd"],
+             "gear_member_slurmd_exec_start": exec_start}
+    result = run_module("ansible.builtin.debug", {"msg": "{{ lookup('ansible.builtin.template', %s, template_vars=%s) }}"
+                                                  % (json.dumps(str(TEMPLATE)), json.dumps(tvars))}, tmp_path=tmp_path)
+    assert not result.failed, result
+    return root, result["msg"]
+
+
+def fake_slurmd_systemctl(tmp_path, b_after):
+    """A systemctl that logs its arguments and answers 'show -p MainPID' with a process whose
+    command line has -b once b_after (set-environment or daemon-reload) is in its log, else one
+    without; at a daemon-reload it keeps the slurmd drop-ins it finds."""
+    procs = [subprocess.Popen(["/bin/sh", "-c", "sleep 60", "slurmd", "-D", "-s"]),
+             subprocess.Popen(["/bin/sh", "-c", "sleep 60", "slurmd", "-D", "-s", "-b"])]
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log, kept = tmp_path / "systemctl.log", tmp_path / "drop-ins"
+    tool = bindir / "systemctl"
+    tool.write_text("""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+  "show -p MainPID --value slurmd.service")
+    if grep -q '^{b_after}' {log}; then echo {b}; else echo {nob}; fi ;;
+  daemon-reload) cat "$FLEETNAP_ROOT"/run/systemd/system/slurmd.service.d/* >> {kept} 2>/dev/null ;;
+esac
+""".format(log=log, b_after=b_after, b=procs[1].pid, nob=procs[0].pid, kept=kept))
+    tool.chmod(0o755)
+    return "%s:%s" % (bindir, os.environ.get("PATH", "/usr/bin:/bin")), log, kept, procs
+
+
+@pytest.mark.parametrize("way", ["environment", "drop-in"])
+def test_the_resume_hook_restarts_slurmd_with_b_and_says_so_only_when_it_runs_with_b(tmp_path, way):
+    """slurmd in gear_member_resume_restart: the hook restarts it with SLURMD_OPTIONS=-b in the
+    manager's environment (no daemon-reload) and reads the command line of the slurmd that runs;
+    where that has no -b (an environment file of the unit set SLURMD_OPTIONS), it restarts it again
+    from a runtime drop-in with the configured command line and -b, removed again after. Either
+    way the journal line says -b only when the running slurmd has it."""
+    root, hook = slurm_hook(tmp_path)
+    (root / "run/systemd/system").mkdir(parents=True)      # systemd's runtime unit directory, as on a systemd host
+    path_env, log, kept, procs = fake_slurmd_systemctl(tmp_path, "set-environment" if way == "environment" else "daemon-reload")
+    try:
+        proc = sh(hook, PATH=path_env, FLEETNAP_ROOT=str(root))
+    finally:
+        for p in procs:
+            p.kill()
+    assert proc.returncode == 0 and "HOOKED rc=0\n" in proc.stdout, (proc.stdout, proc.stderr)
+    calls = [c for c in log.read_text().splitlines() if not c.startswith("show ")]
+    env_way = ["set-environment SLURMD_OPTIONS=-b", "restart slurmd.service", "unset-environment SLURMD_OPTIONS"]
+    if way == "environment":
+        assert calls == env_way and not kept.exists()
+    else:
+        assert calls == env_way + ["daemon-reload", "restart slurmd.service", "daemon-reload"]
+        assert kept.read_text() == "[Service]\nExecStart=\nExecStart=/usr/sbin/slurmd -D -s $SLURMD_OPTIONS -b\n"
+    assert sorted((root / "run/systemd/system").iterdir()) == []       # the drop-in and its directory removed
+    err = (root / "hook.err").read_text()
+    assert "fleetnap park: restarted slurmd with -b" in err and "could not" not in err, err
+
+
+def test_the_resume_hook_says_so_when_slurmd_does_not_run_with_b(tmp_path):
+    root, hook = slurm_hook(tmp_path)
+    (root / "run/systemd/system").mkdir(parents=True)
+    path_env, _log, _kept, procs = fake_slurmd_systemctl(tmp_path, "never")
+    try:
+        proc = sh(hook, PATH=path_env, FLEETNAP_ROOT=str(root))
+    finally:
+        for p in procs:
+            p.kill()
+    assert proc.returncode == 0, proc
+    assert "fleetnap park: could not restart slurmd with -b" in (root / "hook.err").read_text()
+    assert sorted((root / "run/systemd/system").iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", ["slurmd -D", "", "/usr/sbin/slurmd -D " + "x" * 1000])
+def test_a_slurmd_command_line_that_is_none_is_refused_before_anything(tmp_path, bad):
+    root, hook = slurm_hook(tmp_path, exec_start=bad)
+    before = snapshot_tree(root)
+    proc = sh(hook)
+    refused(proc, "gear_member_slurmd_exec_start must be slurmd's command line")
+    assert snapshot_tree(root) == before

@@ -41,6 +41,18 @@ def test_resume_reads_the_jobs_from_slurmctlds_resume_file(tmp_path):
     assert json.loads(json.dumps(req.as_dict()))["jobs"] == req.jobs
 
 
+def test_resume_reads_slurm_22_05s_resume_file(tmp_path):
+    """Debian 12's slurmctld (22.05.8) names a job's nodes 'nodes' (23.02 'nodes_resume'): this is
+    the file it wrote in the lab (tests/lab/test_slurm_lab.py logs the job's node from it)."""
+    f = tmp_path / "resume.json"
+    f.write_text('{"jobs":[{"job_id":5,"nodes":"lab4"}],"all_nodes":"lab4"}')
+    req = request("resume", ["lab4"], {"SLURM_RESUME_FILE": str(f)}, KNOWN)
+    assert req.nodes == ["lab4"] and req.notes == [] and req.jobs == {"5": ["lab4"]}
+    f.write_text('{"jobs":[{"job_id":5,"nodes":"lab[4-"}],"all_nodes":"lab4"}')
+    req = request("resume", ["lab4"], {"SLURM_RESUME_FILE": str(f)}, KNOWN)
+    assert req.jobs == {} and "jobs[0].nodes: " in req.notes[0] and req.nodes == ["lab4"]
+
+
 # The call itself is wrong: no node is acted on, and the reason says what is wrong.
 BAD_CALLS = [
     ("no argument", "suspend", [], KNOWN, "expected one argument"),

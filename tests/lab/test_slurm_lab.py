@@ -1,0 +1,312 @@
+"""Slurm drives the gears (issue 37), on the lab: Debian 12's slurmctld on the controller, slurmd and
+munged in three guests (lab/slurm.py), fleetnap's programs (the slurm_power role) as slurmctld's
+SuspendProgram, ResumeProgram and ResumeFailProgram. Nothing is mocked: slurmctld decides and calls
+the programs, the programs park and wake the guests (real S3, the WoL relay, ipmi_sim), slurmd
+registers back.
+
+The nodes: lab4 and lab5 park in S3 (partition warm, ResumeTimeout 60 s), lab6 by soft-off through
+its BMC (partition cold: its NIC does not wake it, fleetnap_power_methods [ipmi]). The tests run in
+file order on one cluster (each starts from where the one before left the nodes, as a day on a
+cluster does); the module's teardown stops Slurm and brings every guest back.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from labtools import REPO, run_labctl, why
+from proc import all_processes  # lab/proc.py
+
+import slurm as labslurm  # lab/slurm.py (labtools puts lab/ on sys.path)
+
+pytestmark = pytest.mark.lab
+
+NODES = ["lab4", "lab5", "lab6"]
+BASE = labslurm.SLURM_DIR / "fleetnap"          # the programs, their settings, log and locks
+OVERLAY = BASE / "overlay.yml"                   # per-node settings the runner's playbook reads
+LOG = BASE / "slurm-power.log"
+PYTHON = REPO / ".venv" / "bin" / "python"
+
+# What the nodes are when no test says otherwise (inventory variables over the lab's inventory).
+BASE_VARS = {
+    "lab4": {"gear_member_resume_restart": ["slurmd"], "gear_member_wol_timeout_s": 30},
+    "lab5": {"gear_member_resume_restart": ["slurmd"], "gear_member_wol_timeout_s": 30},
+    # no WoL from soft-off on this one: parked by its BMC's power button, woken by its BMC
+    "lab6": {"fleetnap_down_method": "soft", "fleetnap_power_methods": ["ipmi"], "gear_member_wol_timeout_s": 30},
+}
+
+POWER_CONF = """# power saving through fleetnap (tests/lab/test_slurm_lab.py)
+SuspendProgram={d}/fleetnap-slurm-suspend
+ResumeProgram={d}/fleetnap-slurm-resume
+ResumeFailProgram={d}/fleetnap-slurm-resume-fail
+SuspendTime=15
+SuspendTimeout=45
+ResumeTimeout=300
+PartitionName=warm Nodes=lab4,lab5 Default=YES State=UP MaxTime=INFINITE SuspendTime=15 ResumeTimeout=60 SuspendTimeout=30
+PartitionName=cold Nodes=lab6 State=UP MaxTime=INFINITE SuspendTime=15 ResumeTimeout=300 SuspendTimeout=45
+"""
+
+
+def write_overlay(changes: dict | None = None) -> None:
+    hosts = {name: dict(v) for name, v in BASE_VARS.items()}
+    for name, v in (changes or {}).items():
+        hosts[name].update(v)
+    OVERLAY.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+
+
+def slurm_cmd(*argv: str, timeout: float = 30) -> str:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, env=labslurm.env(), timeout=timeout)
+    assert proc.returncode == 0, "%s: rc=%d %s %s" % (" ".join(argv), proc.returncode, proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def fields(text: str) -> dict:
+    """scontrol show -o's KEY=VALUE pairs (a value runs to the next ' KEY=')."""
+    out = {}
+    for m in re.finditer(r"(\S+?)=(.*?)(?= \S+?=|$)", text.strip()):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def node(name: str) -> dict:
+    return fields(slurm_cmd("scontrol", "show", "node", name, "-o"))
+
+
+def job(job_id: str) -> dict:
+    return fields(slurm_cmd("scontrol", "show", "job", job_id, "-o"))
+
+
+def stamp(value: str) -> float:
+    """scontrol's local time stamp (2026-11-28T19:20:01) as seconds since the epoch."""
+    return time.mktime(time.strptime(value, "%Y-%m-%dT%H:%M:%S"))
+
+
+def log_lines(since: int = 0) -> list[str]:
+    return LOG.read_text().splitlines()[since:] if LOG.exists() else []
+
+
+def submit(partition: str, name: str) -> tuple[str, float]:
+    t0 = time.time()
+    out = slurm_cmd("sbatch", "--parsable", "-p", partition, "-w", name, "-o", "/dev/null",
+                    "--wrap", "cat /proc/sys/kernel/random/boot_id")
+    return out.strip().split(";")[0], t0
+
+
+def wait(lab, what, predicate, timeout):
+    return lab.wait_for(what, predicate, timeout, interval=1.0)
+
+
+def states() -> dict:
+    return labslurm.node_states()
+
+
+@pytest.fixture(scope="module")
+def cluster(lab):
+    """slurm_power installed on the controller for lab4-6, Slurm up, the nodes idle."""
+    for name in NODES:
+        lab.restore(name)
+    BASE.mkdir(parents=True, exist_ok=True)
+    write_overlay()
+    install = BASE / "install.yml"
+    install.write_text(yaml.safe_dump([{
+        "name": "slurm_power for the lab's cluster", "hosts": "localhost", "connection": "local",
+        "gather_facts": False,
+        "vars": {
+            "ansible_python_interpreter": str(PYTHON),
+            "slurm_power_nodes": NODES, "slurm_power_user": "root",
+            "slurm_power_dir": str(BASE / "lib"), "slurm_power_settings_dir": str(BASE / "etc"),
+            "slurm_power_log": str(LOG), "slurm_power_lock_dir": str(BASE / "locks"),
+            "slurm_power_fleetnap_dir": str(REPO),
+            "slurm_power_inventory": str(REPO / "inventories/lab/hosts.yml"),
+            "slurm_power_playbook_args": ["-i", str(OVERLAY)],
+            "slurm_power_ansible_playbook": str(REPO / ".venv/bin/ansible-playbook"),
+            "slurm_power_suspend_timeout_s": 240, "slurm_power_resume_timeout_s": 400,
+        },
+        "roles": [{"role": "slurm_power"}]}], sort_keys=False))
+    proc = subprocess.run([str(REPO / ".venv/bin/ansible-playbook"), str(install)], capture_output=True,
+                          text=True, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0, why(proc)
+    LOG.unlink(missing_ok=True)
+    conf = BASE / "power.conf"
+    conf.write_text(POWER_CONF.format(d=BASE / "lib"))
+    run_labctl("slurm-up", "--nodes", ",".join(NODES), "--power-conf", str(conf), timeout=400)
+    yield lab
+    labslurm.down(list(lab.hosts.values()), nodes_too=False)      # no call of the programs any more
+    # and none still at work (a park slurmctld asked for just before it stopped would put a guest
+    # back to sleep after the restore below)
+    lab.wait_for("fleetnap's Slurm runners to finish", lambda: not runners(), 400, interval=1.0)
+    run_labctl("wol-drop", "--clear")
+    for name in NODES:
+        lab.restore(name)
+    run_labctl("slurm-down", timeout=120)
+    print("fleetnap-slurm log:\n" + "\n".join(log_lines()))
+
+
+def runners() -> list[int]:
+    """The programs' runners still at work (each parks or wakes the nodes of one call)."""
+    prog = str(BASE / "lib" / "fleetnap-slurm-power")
+    return [pid for pid, argv in all_processes() if prog in argv and "run" in argv]
+
+
+def parked(lab, name) -> bool:
+    return lab.qmp_status(name) == "suspended" if name != "lab6" else lab.power(name) == "off"
+
+
+def test_idle_nodes_are_parked_by_slurm_through_fleetnap(cluster):
+    """SuspendTime=15: slurmctld calls SuspendProgram for the idle nodes; fleetnap parks lab4 and
+    lab5 in S3 and lab6 (no WoL) by soft-off, and sinfo shows them powered down (idle~)."""
+    lab = cluster
+    took = wait(lab, "every node powered down in sinfo and parked",
+                lambda: all(states().get(n) == "idle~" for n in NODES) and all(parked(lab, n) for n in NODES), 300)
+    print("parked by Slurm through fleetnap %.0f s after the nodes were idle (SuspendTime 15 s)" % took)
+    assert lab.qmp_status("lab4") == "suspended" and lab.qmp_status("lab5") == "suspended"
+    assert lab.power("lab6") == "off"
+    lines = log_lines()
+    for name in NODES:
+        assert any(re.search(r"fleetnap-slurm suspend %s: handed to the runner" % name, ln) for ln in lines), lines
+        assert any(re.search(r"fleetnap-slurm suspend %s: parked$" % name, ln) for ln in lines), lines
+    assert not [ln for ln in lines if "failed" in ln], lines
+
+
+def test_a_job_wakes_its_parked_node_and_slurmd_registers_a_new_boot_time(cluster):
+    """sbatch of a job that needs lab4 (in S3): slurmctld calls ResumeProgram, fleetnap wakes it by WoL,
+    the park's resume hook restarts slurmd with -b, the job runs and completes. The node was resumed,
+    not rebooted (its uptime spans the test), yet Slurm saw a boot time after the request."""
+    lab = cluster
+    start = len(log_lines())
+    job_id, t_submit = submit("warm", "lab4")
+    wait(lab, "job %s to complete" % job_id, lambda: job(job_id)["JobState"] in ("COMPLETED", "FAILED"), 240)
+    j, n = job(job_id), node("lab4")
+    assert j["JobState"] == "COMPLETED" and j["NodeList"] == "lab4", j
+    assert stamp(n["BootTime"]) >= int(t_submit) - 1, (n["BootTime"], t_submit)
+    uptime = float(lab.ssh("lab4", "cut -d' ' -f1 /proc/uptime").stdout)
+    assert uptime > time.time() - t_submit + 30, "lab4 rebooted (uptime %.0f s): this was to be a resume" % uptime
+    hook = lab.ssh("lab4", "journalctl -b -u fleetnap-park-resume -o cat --no-pager").stdout
+    assert "restarted slurmd with -b" in hook, hook
+    lines = log_lines(start)
+    woken = [ln for ln in lines if re.search(r"resume lab4: woken$", ln)]
+    assert woken, lines
+    # the resume file slurmctld wrote for the call was read: the job and the node it resumes
+    assert any(ln.endswith("resume -: job %s: resumes lab4" % job_id) for ln in lines), lines
+    handed = [ln for ln in lines if "resume lab4: handed to the runner" in ln]
+    wake_s = stamp(woken[0][:19]) - stamp(handed[0][:19]) if handed else float("nan")
+    print("job %s: submit to start %.0f s; fleetnap's wake of lab4 (program called to verified up) %.0f s; "
+          "the rest is slurmd's restart, its registration and Slurm's scheduling"
+          % (job_id, stamp(j["StartTime"]) - stamp(j["SubmitTime"]), wake_s))
+
+
+def test_resume_asked_twice_wakes_the_node_once(cluster):
+    """slurmctld restarted while a node resumes calls ResumeProgram again for it: the second call
+    waits for the node's lock, finds it up, and sends nothing; one magic packet, one wake."""
+    lab = cluster
+    start = len(log_lines())
+    mac = lab["lab5"]["wol_mac"]
+    before = len(lab.wol_log())
+    slurm_cmd("scontrol", "update", "nodename=lab5", "state=POWER_UP")
+    # the second call, as slurmctld makes it: its environment from scratch, the hostlist argument
+    prog = str(BASE / "lib" / "fleetnap-slurm-resume")
+    proc = subprocess.run(["env", "-i", "SLURM_CONF=%s" % labslurm.CONF, prog, "lab5"], capture_output=True,
+                          text=True, timeout=10)
+    assert proc.returncode == 0, proc
+    wait(lab, "lab5 idle in sinfo again", lambda: states().get("lab5") == "idle", 240)
+    wait(lab, "both calls logged as done",
+         lambda: len([ln for ln in log_lines(start) if re.search(r"resume lab5: woken$", ln)]) == 2, 120)
+    woke = [e for e in lab.wol_log()[before:] if e.get("mac") == mac and e.get("action") == "woke"]
+    assert len(woke) == 1, woke
+    sent = [e for e in lab.wol_log()[before:] if e.get("mac") == mac]
+    handed = [ln for ln in log_lines(start) if "resume lab5: handed to the runner" in ln]
+    assert len(handed) == 2, log_lines(start)
+    print("resume asked twice: %d magic packets seen by the relay, %d woke the guest" % (len(sent), len(woke)))
+
+
+def test_s3_trap_without_slurmd_restart_the_node_goes_down_at_resume_timeout(cluster):
+    """The same wake as above with the restart of slurmd left out: slurmd's boot time (from the
+    uptime, which counted through S3) is older than the resume request, and slurmctld marks the
+    node DOWN at ResumeTimeout (60 s in partition warm) although it is up; ResumeFailProgram is
+    called and parks it again. The job is requeued, not lost."""
+    lab = cluster
+    write_overlay({"lab5": {"gear_member_resume_restart": []}})
+    try:
+        wait(lab, "lab5 parked again by SuspendTime", lambda: states().get("lab5") == "idle~" and parked(lab, "lab5"), 240)
+        start = len(log_lines())
+        job_id, t_submit = submit("warm", "lab5")
+        wait(lab, "lab5 answering again", lambda: not lab.ssh_down("lab5"), 120)
+        boot = stamp(node("lab5")["BootTime"])
+        wait(lab, "lab5 DOWN in sinfo", lambda: states().get("lab5", "").startswith("down"), 200)
+        n = node("lab5")
+        print("lab5 up at %.0f s after the submit, marked DOWN by slurmctld: %s (slurmd's boot time %.0f s before "
+              "the request)" % (time.time() - t_submit, n.get("Reason"), t_submit - boot))
+        assert "ResumeTimeout" in n.get("Reason", ""), n
+        assert boot < t_submit, (n["BootTime"], t_submit)
+        wait(lab, "ResumeFailProgram called for lab5", lambda: any(
+            re.search(r"resume_fail lab5: (handed to the runner|parked)", ln) for ln in log_lines(start)), 60)
+        j = job(job_id)
+        assert j["JobState"] in ("PENDING", "REQUEUED") or int(j.get("Restarts", "0")) >= 1, j
+    finally:
+        write_overlay()
+    slurm_cmd("scancel", job_id)
+    wait(lab, "resume_fail's park of lab5 done", lambda: any(
+        re.search(r"resume_fail lab5: (parked|failed)", ln) for ln in log_lines(start)), 240)
+    slurm_cmd("scontrol", "update", "nodename=lab5", "state=RESUME")
+
+
+def wol_drop(lab, name):
+    run_labctl("wol-drop", lab[name]["wol_mac"], "--count", "0")
+
+
+def test_a_node_neither_wol_nor_its_bmc_can_wake_is_told_to_slurm_and_no_job_is_lost(cluster):
+    """lab4 in S3, its magic packets dropped and its BMC address wrong: fleetnap tells Slurm
+    (state DOWN, reason 'fleetnap: <why>', then POWER_DOWN) before ResumeTimeout, and the job that
+    asked for the node is requeued, not lost."""
+    lab = cluster
+    wait(lab, "lab4 parked again by SuspendTime", lambda: states().get("lab4") == "idle~" and parked(lab, "lab4"), 240)
+    write_overlay({"lab4": {"fleetnap_bmc_port": 9, "gear_member_wol_timeout_s": 10, "gear_member_ipmi_timeout_s": 20}})
+    wol_drop(lab, "lab4")
+    start = len(log_lines())
+    try:
+        job_id, _t = submit("warm", "lab4")
+        wait(lab, "fleetnap to tell Slurm of lab4", lambda: any(
+            re.search(r"resume lab4: told Slurm: nodename=lab4 state=POWER_DOWN", ln) for ln in log_lines(start)), 200)
+    finally:
+        run_labctl("wol-drop", "--clear")
+        write_overlay()
+    lines = log_lines(start)
+    assert any(re.search(r"resume lab4: failed: ", ln) for ln in lines), lines
+    assert any("told Slurm: nodename=lab4 state=DOWN reason=fleetnap: " in ln for ln in lines), lines
+    n = node("lab4")
+    assert n.get("Reason", "").startswith("fleetnap: "), n
+    j = job(job_id)
+    assert j["JobState"] == "PENDING" and int(j.get("Restarts", "0")) >= 1, j
+    assert lab.qmp_status("lab4") == "suspended"     # nothing was powered that was not asked for
+    print("lab4: %s; %s; job %s %s, restarts %s" % (n.get("State"), n.get("Reason"), job_id, j["JobState"], j.get("Restarts")))
+    slurm_cmd("scancel", job_id)
+
+
+def test_magic_packets_lost_the_bmc_wakes_the_node_and_the_job_runs(cluster):
+    """lab6 (parked by soft-off) gets WoL back as its first method, and every magic packet for it is
+    dropped: after the WoL wait fleetnap powers it on through its BMC (boot once from the disk), slurmd
+    starts with the boot and registers, and the job runs."""
+    lab = cluster
+    assert states().get("lab6") == "idle~" and lab.power("lab6") == "off", (states(), lab.power("lab6"))
+    write_overlay({"lab6": {"fleetnap_power_methods": ["wol", "ipmi"], "gear_member_wol_timeout_s": 15}})
+    wol_drop(lab, "lab6")
+    before = len(lab.wol_log())
+    try:
+        job_id, t_submit = submit("cold", "lab6")
+        wait(lab, "job %s to complete" % job_id, lambda: job(job_id)["JobState"] in ("COMPLETED", "FAILED"), 400)
+    finally:
+        run_labctl("wol-drop", "--clear")
+        write_overlay()
+    j = job(job_id)
+    assert j["JobState"] == "COMPLETED" and j["NodeList"] == "lab6", j
+    dropped = [e for e in lab.wol_log()[before:] if e.get("host") == "lab6" and e.get("action") == "dropped-by-fault-injection"]
+    assert dropped, lab.wol_log()[before:]
+    assert not [e for e in lab.wol_log()[before:] if e.get("host") == "lab6" and e.get("action") == "woke"]
+    assert stamp(node("lab6")["BootTime"]) >= int(t_submit) - 1
+    print("job %s on lab6: %d magic packets dropped, woken by its BMC; submit to start %.0f s"
+          % (job_id, len(dropped), stamp(j["StartTime"]) - stamp(j["SubmitTime"])))
