@@ -12,9 +12,12 @@ cluster does); the module's teardown stops Slurm and brings every guest back.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import time
+from datetime import date, timedelta
 
 import pytest
 import yaml
@@ -23,6 +26,7 @@ from labtools import REPO, run_labctl, why
 from proc import all_processes  # lab/proc.py
 
 import slurm as labslurm  # lab/slurm.py (labtools puts lab/ on sys.path)
+from ansible.module_utils.fleetnap.gear import rotation_offset
 
 pytestmark = pytest.mark.lab
 
@@ -47,11 +51,11 @@ POWER_CONF = """# power saving through fleetnap (tests/lab/test_slurm_lab.py)
 SuspendProgram={d}/fleetnap-slurm-suspend
 ResumeProgram={d}/fleetnap-slurm-resume
 ResumeFailProgram={d}/fleetnap-slurm-resume-fail
-SuspendTime=15
+SuspendTime={idle}
 SuspendTimeout=45
 ResumeTimeout=300
-PartitionName=warm Nodes=lab4,lab5 Default=YES State=UP MaxTime=INFINITE SuspendTime=15 ResumeTimeout=60 SuspendTimeout=20
-PartitionName=cold Nodes=lab6 State=UP MaxTime=INFINITE SuspendTime=15 ResumeTimeout=300 SuspendTimeout=45
+PartitionName=warm Nodes=lab4,lab5 Default=YES State=UP MaxTime=INFINITE SuspendTime={idle} ResumeTimeout=60 SuspendTimeout=20
+PartitionName=cold Nodes=lab6 State=UP MaxTime=INFINITE SuspendTime={idle} ResumeTimeout=300 SuspendTimeout=45
 """
 
 
@@ -136,7 +140,8 @@ def cluster(lab):
     assert proc.returncode == 0, why(proc)
     LOG.unlink(missing_ok=True)
     conf = BASE / "power.conf"
-    conf.write_text(POWER_CONF.format(d=BASE / "lib"))
+    # Slurm's own idle timer long at first: the gear shift through Slurm runs first, on nodes in service
+    conf.write_text(POWER_CONF.format(d=BASE / "lib", idle=3600))
     run_labctl("slurm-up", "--nodes", ",".join(NODES), "--power-conf", str(conf), timeout=400)
     yield lab
     labslurm.down(list(lab.hosts.values()), nodes_too=False)      # no call of the programs any more
@@ -156,8 +161,64 @@ def runners() -> list[int]:
     return [pid for pid, argv in all_processes() if prog in argv and "run" in argv]
 
 
+def slurm_idle_after(seconds: int) -> None:
+    """Slurm's SuspendTime (its own idle timer) set anew, read by slurmctld at once."""
+    labslurm.POWER_CONF.write_text(POWER_CONF.format(d=BASE / "lib", idle=seconds))
+    slurm_cmd("scontrol", "reconfigure")
+
+
 def parked(lab, name) -> bool:
     return lab.qmp_status(name) == "suspended" if name != "lab6" else lab.power(name) == "off"
+
+
+def rotation_date(offset: int) -> str:
+    """A date whose gear rotation (gear.rotation_offset) is offset: the shift's groups are then known."""
+    day = date.today()
+    while rotation_offset(day, 3) != offset:
+        day += timedelta(days=1)
+    return day.isoformat()
+
+
+def shift_through_slurm(lab, sd, gear, day):
+    proc = subprocess.run(
+        [str(REPO / ".venv/bin/ansible-playbook"), "-i", str(REPO / "inventories/lab"), "-i", str(OVERLAY),
+         str(REPO / "playbooks/gear_shift.yml"), "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_power_ok=true",
+         "-e", "gear_shift_targets=lab4,lab5", "-e", "gear_shift_gear=%d" % gear, "-e", "gear_shift_date=%s" % day,
+         "-e", "gear_shift_scheduler=slurm", "-e", "gear_shift_slurm_conf=%s" % labslurm.CONF,
+         "-e", "gear_shift_slurm_timeout_s=240"],
+        capture_output=True, text=True, cwd=str(REPO), timeout=600,
+        env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+    assert proc.returncode == 0, why(proc)
+    return json.loads((sd / "state.json").read_text())
+
+
+def test_a_gear_shift_on_a_slurm_cluster_goes_through_slurm(cluster, tmp_path):
+    """gear_shift_scheduler: slurm, on lab4 (gear group 1) and lab5 (2), a rotation where gear 1 keeps
+    group 2: the down-shift asks slurmctld to power lab4 down (POWER_DOWN_ASAP), Slurm calls
+    fleetnap's SuspendProgram, and the shift verifies Slurm's state and the host's silence; the
+    up-shift asks for POWER_UP, Slurm calls the ResumeProgram, and the shift verifies the node idle in
+    Slurm and answering. fleetnap itself parks and wakes nothing here (its programs do, for Slurm)."""
+    lab = cluster
+    sd = tmp_path / "gear"
+    day = rotation_date(2)      # order [3, 1, 2]: gear 1 keeps group 2 (lab5), gear 2 groups 1 and 2
+    start = len(log_lines())
+    st = shift_through_slurm(lab, sd, 1, day)
+    acts = {a["host"]: a for a in st["actions"]}
+    down_s = acts["lab4"].get("elapsed_s", float("nan"))
+    assert st["result"] == "ok" and set(acts) == {"lab4"}, st
+    assert acts["lab4"]["ok"] and acts["lab4"]["method"] == "slurm" and acts["lab4"]["state"] == "asleep", acts
+    assert states()["lab4"] == "idle~" and lab.qmp_status("lab4") == "suspended" and states()["lab5"] == "idle"
+    lines = log_lines(start)
+    assert any(re.search(r"suspend lab4: parked$", ln) for ln in lines) and not any("lab5" in ln for ln in lines), lines
+    start = len(log_lines())
+    st = shift_through_slurm(lab, sd, 2, day)
+    acts = {a["host"]: a for a in st["actions"]}
+    assert st["result"] == "ok" and set(acts) == {"lab4"} and acts["lab4"]["ok"] and acts["lab4"]["method"] == "slurm", st
+    assert states()["lab4"] == "idle" and not lab.ssh_down("lab4")
+    assert any(re.search(r"resume lab4: woken$", ln) for ln in log_lines(start)), log_lines(start)
+    print("gear shift through Slurm: lab4 down in %.0f s, up in %.0f s (Slurm's state and the host verified)"
+          % (down_s, acts["lab4"].get("elapsed_s", float("nan"))))
+    slurm_idle_after(15)        # Slurm's own idle timer from here on (the tests below)
 
 
 def test_idle_nodes_are_parked_by_slurm_through_fleetnap(cluster):

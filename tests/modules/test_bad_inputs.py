@@ -100,11 +100,13 @@ def test_every_module_has_a_table():
     import test_bad_inputs_readers
     import test_bad_inputs_redfish
     import test_bad_inputs_slurm_conf
+    import test_bad_inputs_slurm_nodes
     import test_bad_inputs_writers
     assert test_bad_inputs_gear_state._TABLE                      # that file's table is gear_state's
     assert test_bad_inputs_slurm_conf.TABLE                       # and that one's slurm_conf's
+    assert test_bad_inputs_slurm_nodes.TABLE                      # and that one's slurm_nodes'
     tabled = (set(TABLES) | set(test_bad_inputs_readers.TABLES) | set(test_bad_inputs_writers.TABLES)
-              | set(test_bad_inputs_redfish.TABLES) | {"gear_state", "slurm_conf"})
+              | set(test_bad_inputs_redfish.TABLES) | {"gear_state", "slurm_conf", "slurm_nodes"})
     modules = {p.stem for p in (REPO / "library").glob("*.py")}
     assert modules == tabled, "without a table: %s" % sorted(modules - tabled)
 

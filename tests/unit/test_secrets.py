@@ -7,7 +7,7 @@
 - on_command_line(): a password on the ``sh -c`` command line that started a process (what a
   task's ``environment:`` does) is found; one only in the process's environment (exported on
   the controller) is not.
-- Every option and suboption of the 28 modules whose name (or alias) names a credential is
+- Every option and suboption of the 29 modules whose name (or alias) names a credential is
   no_log. The specs are read as ansible-test's validate-modules reads them: the module runs to
   its AnsibleModule(...) call, which hands over the argument_spec and stops it.
 """
@@ -189,7 +189,7 @@ def credential_options(spec, where=""):
 
 def test_every_option_that_can_hold_a_credential_is_no_log():
     specs = argument_specs()
-    assert len(specs) == len(list((REPO / "library").glob("*.py"))) == 28, sorted(specs)
+    assert len(specs) == len(list((REPO / "library").glob("*.py"))) == 29, sorted(specs)
     found = dict(("%s: %s" % (m, o), bool(opt.get("no_log"))) for m, spec in specs.items()
                  for o, opt in credential_options(spec))
     assert [k for k, no_log in found.items() if not no_log] == []
