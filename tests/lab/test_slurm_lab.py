@@ -171,10 +171,10 @@ def parked(lab, name) -> bool:
     return lab.qmp_status(name) == "suspended" if name != "lab6" else lab.power(name) == "off"
 
 
-def rotation_date(offset: int) -> str:
+def rotation_date(offset: int, replicas: int) -> str:
     """A date whose gear rotation (gear.rotation_offset) is offset: the shift's groups are then known."""
     day = date.today()
-    while rotation_offset(day, 3) != offset:
+    while rotation_offset(day, replicas) != offset:
         day += timedelta(days=1)
     return day.isoformat()
 
@@ -183,7 +183,8 @@ def shift_through_slurm(lab, sd, gear, day):
     proc = subprocess.run(
         [str(REPO / ".venv/bin/ansible-playbook"), "-i", str(REPO / "inventories/lab"), "-i", str(OVERLAY),
          str(REPO / "playbooks/gear_shift.yml"), "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_power_ok=true",
-         "-e", "gear_shift_targets=lab4,lab5", "-e", "gear_shift_gear=%d" % gear, "-e", "gear_shift_date=%s" % day,
+         "-e", "gear_shift_targets=lab4,lab5", "-e", "gear_shift_replicas=2",
+         "-e", "gear_shift_gear=%d" % gear, "-e", "gear_shift_date=%s" % day,
          "-e", "gear_shift_scheduler=slurm", "-e", "gear_shift_slurm_conf=%s" % labslurm.CONF,
          "-e", "gear_shift_slurm_timeout_s=240"],
         capture_output=True, text=True, cwd=str(REPO), timeout=600,
@@ -193,14 +194,14 @@ def shift_through_slurm(lab, sd, gear, day):
 
 
 def test_a_gear_shift_on_a_slurm_cluster_goes_through_slurm(cluster, tmp_path):
-    """gear_shift_scheduler: slurm, on lab4 (gear group 1) and lab5 (2), a rotation where gear 1 keeps
-    group 2: the down-shift asks slurmctld to power lab4 down (POWER_DOWN_ASAP), Slurm calls
+    """gear_shift_scheduler: slurm, on lab4 (gear group 1) and lab5 (2), two groups, a rotation where
+    gear 1 keeps group 2: the down-shift asks slurmctld to power lab4 down (POWER_DOWN_ASAP), Slurm calls
     fleetnap's SuspendProgram, and the shift verifies Slurm's state and the host's silence; the
     up-shift asks for POWER_UP, Slurm calls the ResumeProgram, and the shift verifies the node idle in
     Slurm and answering. fleetnap itself parks and wakes nothing here (its programs do, for Slurm)."""
     lab = cluster
     sd = tmp_path / "gear"
-    day = rotation_date(2)      # order [3, 1, 2]: gear 1 keeps group 2 (lab5), gear 2 groups 1 and 2
+    day = rotation_date(0, 2)   # order [1, 2]: gear 1 keeps group 2 (lab5), gear 2 both
     start = len(log_lines())
     st = shift_through_slurm(lab, sd, 1, day)
     acts = {a["host"]: a for a in st["actions"]}
