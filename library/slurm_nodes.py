@@ -13,11 +13,11 @@ description:
   - Runs on a host with Slurm's C(scontrol) that reaches slurmctld (the controller or the slurmctld host).
     Internal to role C(gear_shift), called for each wave when C(gear_shift_scheduler) is C(slurm); usable alone.
   - On a Slurm cluster Slurm owns the nodes. A gear shift there asks slurmctld, in one
-    C(scontrol update), to power the nodes down (C(POWER_DOWN_ASAP)- Slurm drains a node and calls
-    its C(SuspendProgram), fleetnap's role C(slurm_power), which parks it) or up (C(POWER_UP)-
-    Slurm calls its C(ResumeProgram), which wakes it), and waits until Slurm shows each node powered
-    down (C(IDLE+POWERED_DOWN)) or up again, and, for the hosts given in O(hosts), until the host
-    itself is silent or answers with its SSH greeting.
+    C(scontrol update), to power the nodes down with C(POWER_DOWN_ASAP) (Slurm drains a node and
+    calls its C(SuspendProgram), fleetnap's role C(slurm_power), which parks it) or up with
+    C(POWER_UP) (Slurm calls its C(ResumeProgram), which wakes it), and waits until Slurm shows each
+    node powered down (C(IDLE+POWERED_DOWN)) or up again, and, for the hosts given in O(hosts), until
+    the host itself is silent or answers with its SSH greeting.
   - fleetnap never parks a node Slurm counts as up. A node Slurm runs jobs on is not asked unless
     O(include_busy) (Slurm then drains it first and powers it down when its jobs end); a node Slurm
     has C(DOWN), C(DRAIN) or powering up is left alone with the reason; a node already in the asked
