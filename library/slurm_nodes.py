@@ -128,8 +128,8 @@ import time
 
 from ansible.module_utils.fleetnap import hostlist
 from ansible.module_utils.fleetnap.observe import answers
-from ansible.module_utils.fleetnap.slurmnodes import (MAX_NODES, NODE, SlurmError, decide, describe, parse_nodes,
-                                                      reached, update_argv)
+from ansible.module_utils.fleetnap.slurmnodes import MAX_NODES, NODE, SlurmError, decide, describe
+from ansible.module_utils.fleetnap.slurmnodes import parse_nodes, reached, update_argv
 from ansible.module_utils.fleetnap.validate import ParamError, ansible_module, check_params, names, number, path
 
 CHECKS = {
@@ -166,7 +166,7 @@ def check_hosts(hosts, nodes):
 def scontrol(argv, env, timeout=30):
     """(rc, stdout, stderr) of one scontrol call, bounded."""
     try:
-        proc = subprocess.run(argv, capture_output=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(argv, capture_output=True, env=env, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired:
         return 124, "", "timed out after %d s" % timeout
     except OSError as exc:
@@ -254,6 +254,7 @@ def main():
     pending = set(ask + wait)
     deadline = t0 + p["timeout"]
     last = dict((n, states[n]) for n in pending)
+    last_error = ""
     while pending:
         try:
             states = read_states(p["scontrol"], env)
