@@ -20,6 +20,10 @@ later stage. They count as any stage does. Their output goes to their logs only;
 is printed when it comes. A stage in front does not start once one beside failed, nor does one
 beside start once one in front failed; the run waits for them before --finally.
 
+The table at the end gives each stage's wall time and how many of the machine's cores were busy
+during it on average (everything on the machine, stages beside it included; from /proc/stat): where
+a stage leaves cores idle, something can run beside it.
+
 Each stage's output is printed as it comes and kept in LOG_DIR/stage-NAME.log. When a stage
 failed, the very end of the output (after the table of times, where a CI summary that shows only
 the last lines of a run still sees it) says why: the lines of its log that name a failure (pytest's
@@ -75,6 +79,28 @@ def skipped_tests(path: str) -> int | None:
             if m:
                 found = (found or 0) + int(m.group(1))
     return found
+
+
+def cpu_jiffies(path: str = "/proc/stat") -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat's first line (busy: all but
+    idle and iowait); None where there is no such file."""
+    try:
+        with open(path) as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 6 or fields[0] != "cpu" or not all(f.isdigit() for f in fields[1:]):
+        return None
+    values = [int(f) for f in fields[1:9]]          # user nice system idle iowait irq softirq steal
+    return sum(values) - values[3] - values[4], sum(values)
+
+
+def cores_busy(before, after, cpus: int | None = None) -> str:
+    """"1.72 of 2 cores busy" between two cpu_jiffies() readings ("" when either is missing)."""
+    cpus = cpus or os.cpu_count() or 1
+    if not before or not after or after[1] <= before[1]:
+        return ""
+    return "%.2f of %d cores busy" % ((after[0] - before[0]) / (after[1] - before[1]) * cpus, cpus)
 
 
 def run(target: str, log_dir: str) -> tuple[int, float, str]:
@@ -255,10 +281,13 @@ def main(argv: list[str]) -> int:
         for b in beside:
             if b.with_stage == stage:
                 b.start()
+        cpu0 = cpu_jiffies()
         code, secs, log = run(stage, args.log_dir)
+        busy = cores_busy(cpu0, cpu_jiffies())
         skipped = skipped_tests(log)
         rows.append((stage, secs, ("passed" if code == 0 else "FAILED (rc=%d)" % code)
-                     + ("" if skipped is None else "; %d skipped (reasons in its log)" % skipped)))
+                     + ("" if skipped is None else "; %d skipped (reasons in its log)" % skipped)
+                     + ("; %s (with what ran beside it)" % busy if busy else "")))
         if code:
             failed_log = (stage, log)
         rc = code

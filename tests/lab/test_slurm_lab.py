@@ -113,8 +113,9 @@ def states() -> dict:
 
 
 @pytest.fixture(scope="module")
-def cluster(lab):
+def cluster(lab, request):
     """slurm_power installed on the controller for lab4-6, Slurm up, the nodes idle."""
+    failed_before = request.session.testsfailed
     for name in NODES:
         lab.restore(name)
     BASE.mkdir(parents=True, exist_ok=True)
@@ -144,6 +145,8 @@ def cluster(lab):
     conf.write_text(POWER_CONF.format(d=BASE / "lib", idle=3600))
     run_labctl("slurm-up", "--nodes", ",".join(NODES), "--power-conf", str(conf), timeout=400)
     yield lab
+    if request.session.testsfailed > failed_before:
+        print(slurm_evidence(lab))
     labslurm.down(list(lab.hosts.values()), nodes_too=False)      # no call of the programs any more
     # and none still at work (a park slurmctld asked for just before it stopped would put a guest
     # back to sleep after the restore below)
@@ -153,6 +156,27 @@ def cluster(lab):
         lab.restore(name)
     run_labctl("slurm-down", timeout=120)
     print("fleetnap-slurm log:\n" + "\n".join(log_lines()))
+
+
+def slurm_evidence(lab) -> str:
+    """What a failed test leaves to read: Slurm's view of the nodes, slurmctld's log, and each node's
+    slurmd and munged as their own logs and the service manager saw them (this boot)."""
+    out = ["---- scontrol show node ----"]
+    proc = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, env=labslurm.env(), timeout=30)
+    out.append(proc.stdout + proc.stderr)
+    ctld = labslurm.SLURM_DIR / "slurmctld.log"
+    out.append("---- slurmctld.log (last 80 lines) ----")
+    out.extend(ctld.read_text(errors="replace").splitlines()[-80:] if ctld.exists() else ["(none)"])
+    for name in NODES:
+        out.append("---- %s: systemctl / journal / slurmd.log ----" % name)
+        try:
+            proc = lab.ssh(name, "systemctl --no-pager status slurmd munge 2>&1 | head -30; "
+                           "journalctl -b --no-pager -u slurmd -u munge 2>&1 | tail -40; "
+                           "tail -40 /var/log/slurmd.log 2>&1; uptime", timeout=60, check=False)
+            out.append(proc.stdout + proc.stderr)
+        except Exception as exc:  # the evidence of a failure must not hide it
+            out.append("(unreachable: %s)" % exc)
+    return "\n".join(out)
 
 
 def runners() -> list[int]:

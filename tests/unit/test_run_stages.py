@@ -155,7 +155,8 @@ def test_the_table_counts_each_stages_skipped_tests(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = proc.stdout[proc.stdout.index("===== stages ====="):]
     assert "skips" in table and "passed; 3 skipped (reasons in its log)" in table
-    assert [ln for ln in table.splitlines() if ln.startswith("b ")][0].rstrip().endswith("passed")
+    row_b = [ln for ln in table.splitlines() if ln.startswith("b ")][0]
+    assert row_b.split(";")[0].rstrip().endswith("passed") and "skipped" not in row_b, row_b
 
 
 SKIPPING = """\
@@ -192,3 +193,31 @@ def test_a_skip_ci_should_not_have_fails_a_strict_run_and_every_run_counts_its_s
     justified = _pytest_with_skips(tmp_path, "this machine has no single-queue network interface", "1")
     assert justified.returncode == 0, justified.stdout + justified.stderr
     assert "skipped: 2 tests" in justified.stdout
+
+
+def test_the_table_says_how_busy_the_cores_were_during_each_stage(tmp_path):
+    """A stage that keeps one core busy reads as at least most of one core busy (whatever else the
+    machine does adds to it, never takes from it); the reading is /proc/stat's."""
+    (tmp_path / "spin.py").write_text("import time\nt = time.time()\nwhile time.time() - t < 1.5:\n    pass\n")
+    (tmp_path / "Makefile").write_text("spin:\n\t@%s spin.py\n" % sys.executable)
+    proc = subprocess.run([sys.executable, str(REPO / "tests/run_stages.py"), "spin", "--log-dir", str(tmp_path / "logs")],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = [ln for ln in proc.stdout.splitlines() if ln.startswith("spin ")][0]
+    busy, cpus = row.split("; ")[1].split(" cores busy")[0].split(" of ")
+    assert int(cpus) == os.cpu_count() and 0.8 <= float(busy) <= int(cpus), row
+
+
+def test_cpu_readings_from_proc_stat_and_what_is_not_one(tmp_path):
+    sys.path.insert(0, str(REPO / "tests"))
+    import run_stages
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n")
+    assert run_stages.cpu_jiffies(str(stat)) == (150, 1000)
+    assert run_stages.cores_busy((150, 1000), (650, 2000), cpus=2) == "1.00 of 2 cores busy"
+    assert run_stages.cores_busy(None, (650, 2000), cpus=2) == ""
+    assert run_stages.cores_busy((150, 1000), (150, 1000), cpus=2) == ""
+    for text in ("", "intr 1 2 3\n", "cpu  1 2 x 4 5 6\n", "cpu 1 2\n"):
+        stat.write_text(text)
+        assert run_stages.cpu_jiffies(str(stat)) is None, text
+    assert run_stages.cpu_jiffies(str(tmp_path / "absent")) is None
