@@ -70,10 +70,14 @@ test-unit: setup
 	@mkdir -p $(TEST_TMP)
 	$(BIN)/pytest -q --durations=5 --basetemp=$(TEST_TMP)/live -m live_kernel tests/modules
 	$(BIN)/pytest -q -n $(UNIT_WORKERS) --dist loadfile --durations=40 --basetemp=$(TEST_TMP)/unit -m "not live_kernel and not lab" \
-	  tests/unit tests/modules
+	  --ignore=tests/unit/test_ansible_lint_args.py tests/unit tests/modules
 
+# lint runs every ansible-lint of make test (they share the checkout's .ansible/ cache): its own, and
+# the test of the wrapper (tests/unit/test_ansible_lint_args.py), so that lint and test-unit can run
+# at the same time.
 lint: setup lint-setup
 	$(BIN)/python tests/ansible_lint.py --profile production --strict .
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit/test_ansible_lint_args.py
 	@# Doc fragments from this checkout (collections/ links doc_fragments/), never an installed copy.
 	@# One ansible-doc for every module (1.5 s where a process each took 25 s): a module whose
 	@# documentation does not render is named in its error, and the exit status is not 0.
@@ -115,16 +119,20 @@ $(CACHE)/ansible-test-offline.stamp: $(LINT_VENV)/.stamp packaging/sanity/offlin
 	@touch $@
 
 # Stages in order, first failure stops the rest; the lab is taken down whatever happened; each
-# stage's time is printed at the end (and each pytest stage lists its slowest tests). lint and
-# test-unit need neither lab nor timing: they run beside test-sim at nice 19 (run_stages --beside),
-# taking the CPU the simulator leaves idle (1.15 of the 2 cores busy on average, sampled from
-# /proc), and lab-up waits for what is left of them. Measured on a clean clone (2026-11-28): the
+# stage's time and the cores busy during it are printed at the end (and each pytest stage lists its
+# slowest tests). lint and test-unit need neither lab nor timing: they run beside test-sim at nice 19
+# (run_stages --beside), taking the CPU the simulator leaves idle (1.15 of the 2 cores busy on
+# average, sampled from /proc), and lab-up waits for what is left of them. They run side by side, not
+# one after the other: test-unit alone keeps 1.58 of the 2 cores busy on average (its tests wait on
+# subprocesses, timeouts and disks: 704 s wall, 1112 s of CPU, 2026-11-28), and lint, mostly one
+# process at a time, takes the rest; one after the other they took 1359-1438 s beside a simulator
+# suite of 580 s. Measured on a clean clone (2026-11-28): the
 # simulator's suite took 577 s with lint beside it, 578 s alone. Tried and not kept: test-unit
 # beside the lab suite at nice 10 (the TCG guests keep both cores busy most of the time: the unit
 # tests took 1770 s there instead of about 520 s alone, and the lab suite was still running after
 # 36 minutes where it takes 30 alone).
 TEST_STAGES := test-sim lab-up test-lab test-molecule
-TEST_BESIDE := --beside lint,test-unit:test-sim:19
+TEST_BESIDE := --beside lint:test-sim:19 --beside test-unit:test-sim:19
 test: setup
 	FLEETNAP_STRICT_SKIPS=1 $(BIN)/python tests/run_stages.py $(TEST_STAGES) $(TEST_BESIDE) --finally lab-down --log-dir $(ARTIFACTS)
 

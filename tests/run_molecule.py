@@ -8,8 +8,9 @@ each lane's scenarios one after another, then the scenarios in no lane, one at a
 Scenarios in different lanes must touch different lab guests (each scenario's inventory pattern
 says which) to run at the same time; a scenario in no lane runs alone, after the lanes. lab/lab.mk
 gives two: a scenario on one TCG guest keeps about 1.2 of CI's 2 cores busy, two lanes both.
-Each scenario's output goes to LOG_DIR/molecule-NAME.log; its time and result
-are printed when it ends, the log's end when it failed. The first failure stops its lane and
+Each scenario's output goes to LOG_DIR/molecule-NAME.log; its time, each action's share of it
+(create, converge, idempotence, verify, ...) and its result are printed when it ends, the log's
+end when it failed. The first failure stops its lane and
 the scenarios after the lanes; the other lanes finish what they run.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -30,23 +32,56 @@ def say(text: str) -> None:
         print(text, flush=True)
 
 
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# molecule's lines around each action of a scenario's sequence: "default ➜ converge: Executing"
+ACTION = re.compile(r"\S+ \u279c (\w+): (Executing|Executed)\b")
+
+
+class Steps(object):
+    """Each action's wall time from molecule's "➜ ACTION: Executing" ... "Executed" lines (an
+    action run twice, such as idempotence, adds up)."""
+
+    def __init__(self):
+        self.times: dict[str, float] = {}
+        self._open: tuple[str, float] | None = None
+
+    def line(self, text: str, now: float) -> None:
+        m = ACTION.search(ANSI.sub("", text))
+        if not m:
+            return
+        if m.group(2) == "Executing":
+            self._open = (m.group(1), now)
+        elif self._open and self._open[0] == m.group(1):
+            self.times[m.group(1)] = self.times.get(m.group(1), 0.0) + now - self._open[1]
+            self._open = None
+
+    def summary(self) -> str:
+        return ", ".join("%s %.0f s" % (k, v) for k, v in self.times.items() if v >= 0.5)
+
+
 def run_one(name: str, log_dir: str, molecule: list[str]) -> tuple[bool, float]:
     """``molecule``: the molecule command with its global options; reset, then test, scenario NAME."""
     path = os.path.join(log_dir, "molecule-%s.log" % name)
     t0 = time.monotonic()
+    steps = Steps()
     with open(path, "wb") as log:
         # A run killed before its destroy leaves the scenario's state (created, prepared) in
         # molecule's ephemeral directory, which is named after the checkout's directory name and
         # shared by every checkout of that name: the next test then skips create and prepare
         # ("Skipping, instances already prepared") and verifies a guest nobody prepared. Reset first.
         for step in ("reset", "test"):
-            rc = subprocess.call(molecule + [step, "-s", name], stdout=log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(molecule + [step, "-s", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+            for raw in iter(proc.stdout.readline, b""):
+                log.write(raw)
+                steps.line(raw.decode("utf-8", "replace"), time.monotonic())
+            rc = proc.wait()
             if rc:
                 break
     secs = time.monotonic() - t0
     if rc == 0:
-        say("molecule scenario %s: passed (%.0f s)" % (name, secs))
+        spent = steps.summary()
+        say("molecule scenario %s: passed (%.0f s%s)" % (name, secs, "; " + spent if spent else ""))
     else:
         with open(path, errors="replace") as fh:
             tail = fh.read()[-12000:]
