@@ -16,13 +16,15 @@ description:
     C(Include) when O(dest) is written.
   - C(SuspendProgram), C(ResumeProgram), C(ResumeFailProgram) name the programs of role
     C(slurm_power) in O(programs_dir).
-  - C(ResumeTimeout) is (the worst verified wake of a host that may be parked + O(slurmd_start_s))
+  - C(ResumeTimeout) is (the worst verified wake of any host + O(slurmd_start_s))
     x O(margin); C(SuspendTimeout) the worst verified park x O(margin). With nothing measured yet,
     O(resume_timeout_s) and O(suspend_timeout_s), and the comment says so.
   - C(ResumeRate) and C(SuspendRate) are the hosts per minute of the slowest shift that woke or
     parked any (fleetnap's batches and BMC throttle included); not measured, the lines are left
     out and Slurm's defaults apply.
-  - C(SuspendExcNodes) lists the hosts of gear groups 1..O(gmin), which a gear shift never parks.
+  - C(SuspendExcNodes) is every host with a count (C(hosts:N)), Slurm's way to keep N of them powered up. A gear shift
+    keeps O(gmin) gear groups up, but a different set each day (the daily rotation of the group order), so no host is
+    exempt for good; N is the most hosts the O(gmin) kept groups hold on any day.
   - >-
     Each host's C(Weight) is its gear group (Slurm fills the lowest weight first), as a comment per
     weight for the operator's C(NodeName) lines (slurm.conf defines a node's weight there only).
@@ -39,7 +41,7 @@ options:
     type: dict
     required: true
   gmin:
-    description: The lowest gear a shift goes to; hosts of gear groups 1..gmin are never parked.
+    description: The lowest gear a shift goes to (how many gear groups always stay up, rotated daily).
     type: int
     default: 1
   history_file:
@@ -106,7 +108,7 @@ block:
   returned: always
   type: str
   sample: |
-    # fleetnap: Slurm power saving for 6 hosts (4 may be parked), from 3 gear shift(s) in history.jsonl
+    # fleetnap: Slurm power saving for 6 hosts (at least 2 kept up), from 3 gear shift(s) in history.jsonl
     SuspendProgram=/usr/local/lib/fleetnap-slurm/fleetnap-slurm-suspend
     ResumeTimeout=133
 values:

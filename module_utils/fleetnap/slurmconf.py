@@ -8,8 +8,10 @@ the line keeps what each park and wake of the shift took (``took``: host -> acti
 elapsed_s). From those lines, the hosts' gear groups and the lowest gear, ``block`` builds the
 lines an operator includes in slurm.conf (``Include``): the three programs of role slurm_power,
 ``ResumeTimeout`` and ``SuspendTimeout`` from the worst measured wake and park (with the slurmd
-start and the margin, both settings), ``SuspendExcNodes`` for the hosts of gear groups 1..gmin
-(never parked), ``ResumeRate``/``SuspendRate`` from the slowest measured shift (hosts per minute
+start and the margin, both settings), ``SuspendExcNodes`` as a count (``hosts:N``): the gear shift
+keeps gmin gear groups up, a different set each day (the daily rotation, gear.rotation_order), so
+no host is exempt for good, but Slurm must never have fewer than the most hosts the gmin groups
+hold up at once; ``ResumeRate``/``SuspendRate`` from the slowest measured shift (hosts per minute
 fleetnap really parked or woke, its BMC throttle and batches included), and each host's
 ``Weight`` by gear group (Slurm fills the lowest weight first) as comments for the node lines.
 Each value has a comment naming the measurement (host, shift) or the setting it came from; a value
@@ -22,6 +24,7 @@ import math
 
 from ansible.module_utils.fleetnap import hostlist
 from ansible.module_utils.fleetnap.energy import EnergyError, history_records, parse_time
+from ansible.module_utils.fleetnap.gear import groups_for_offset
 
 ACTIONS = ("up", "down")
 MAX_S = 86400.0
@@ -117,18 +120,20 @@ def _seconds(value):
 
 def block(groups, gmin, programs_dir, shifts, slurmd_start_s=30.0, margin=1.5,
           resume_timeout_s=600, suspend_timeout_s=300, source="history"):
-    """(text, values) of the block for the hosts in ``groups`` (host -> gear group). Hosts of
-    groups 1..gmin are never parked; the timeouts come from the hosts that may be."""
+    """(text, values) of the block for the hosts in ``groups`` (host -> gear group, 1..r). The
+    shifts keep gmin groups up, rotated daily: every host may be parked on some day, so the
+    timeouts come from every host, and SuspendExcNodes keeps a count of them up."""
     if not groups:
         raise ConfError("no hosts: the block needs the hosts and their gear groups")
-    never = [h for h, g in groups.items() if g <= gmin]
-    parked = set(h for h, g in groups.items() if g > gmin)
-    if not parked:
-        raise ConfError("every host is in gear groups 1..%d, which are never parked: nothing for Slurm to "
-                        "power down" % gmin)
+    replicas = max(groups.values())
+    if gmin >= replicas:
+        raise ConfError("gmin %d keeps all %d gear groups up: nothing for Slurm to power down" % (gmin, replicas))
+    size = dict((g, sum(1 for v in groups.values() if v == g)) for g in range(1, replicas + 1))
+    keep = max(sum(size[g] for g in groups_for_offset(gmin, replicas, offset)[0]) for offset in range(replicas))
+    parked = set(groups)
     m = measured(shifts, parked)
-    lines = ["# fleetnap: Slurm power saving for %d hosts (%d may be parked), from %d gear shift(s) in %s"
-             % (len(groups), len(parked), m["shifts"], source),
+    lines = ["# fleetnap: Slurm power saving for %d hosts (at least %d kept up), from %d gear shift(s) in %s"
+             % (len(groups), keep, m["shifts"], source),
              "SuspendProgram=%s/fleetnap-slurm-suspend" % programs_dir,
              "ResumeProgram=%s/fleetnap-slurm-resume" % programs_dir,
              "ResumeFailProgram=%s/fleetnap-slurm-resume-fail" % programs_dir]
@@ -163,10 +168,11 @@ def block(groups, gmin, programs_dir, shifts, slurmd_start_s=30.0, margin=1.5,
         lines.append("# %s: the slowest measured shift, %d host(s) in %.1f s (%s)"
                      % (key, r["hosts"], r["duration_s"], r["shift"]))
         lines.append("%s=%d" % (key, values[key]))
-    if never:
-        values["SuspendExcNodes"] = _names(never)
-        lines.append("# SuspendExcNodes: gear groups 1..%d, never parked" % gmin)
-        lines.append("SuspendExcNodes=%s" % values["SuspendExcNodes"])
+    values["SuspendExcNodes"] = "%s:%d" % (_names(groups), keep)
+    lines.append("# SuspendExcNodes: the gear shift keeps %d of the %d gear groups up, a different set each day "
+                 "(the daily rotation); Slurm keeps %d host(s) up, the most those groups hold on any day"
+                 % (gmin, replicas, keep))
+    lines.append("SuspendExcNodes=%s" % values["SuspendExcNodes"])
     weights = {}
     for h, g in groups.items():
         weights.setdefault(g, []).append(h)

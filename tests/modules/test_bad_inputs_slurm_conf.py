@@ -58,7 +58,7 @@ TABLE = [
     ("gear group a word", dict(OK, gear_groups={"lab1": "two"}), "option gear_groups.lab1: must be a number"),
     ("gear group a bool", dict(OK, gear_groups={"lab1": True}), "option gear_groups.lab1: must be a number"),
     ("gear group NaN", dict(OK, gear_groups={"lab1": NAN}), "option gear_groups.lab1: must be a finite number"),
-    ("every host never parked", dict(OK, gear_groups={"lab1": 1}), "nothing for Slurm to power down"),
+    ("gmin keeps every group up", dict(OK, gear_groups={"lab1": 1}), "nothing for Slurm to power down"),
     ("gmin negative", dict(OK, gmin=-1), "option gmin: must be >= 0"),
     ("gmin huge", dict(OK, gmin=100000), "option gmin: must be >= 0 and <= 1000"),
     ("margin below 1", dict(OK, margin=0.5), "option margin: must be >= 1"),

@@ -40,7 +40,7 @@ def test_the_block_from_measurements_names_each_source():
     assert [s["finished"][:13] for s in shifts] == ["2026-11-26T09", "2026-11-27T10", "2026-11-27T11"]
     text, values = sc.block(GROUPS, 1, "/usr/local/lib/fleetnap-slurm", shifts, source="history.jsonl")
     lines = text.splitlines()
-    assert lines[0] == "# fleetnap: Slurm power saving for 6 hosts (4 may be parked), from 3 gear shift(s) in history.jsonl"
+    assert lines[0] == "# fleetnap: Slurm power saving for 6 hosts (at least 2 kept up), from 3 gear shift(s) in history.jsonl"
     assert "SuspendProgram=/usr/local/lib/fleetnap-slurm/fleetnap-slurm-suspend" in lines
     assert "ResumeProgram=/usr/local/lib/fleetnap-slurm/fleetnap-slurm-resume" in lines
     assert "ResumeFailProgram=/usr/local/lib/fleetnap-slurm/fleetnap-slurm-resume-fail" in lines
@@ -48,14 +48,15 @@ def test_the_block_from_measurements_names_each_source():
     assert values["ResumeTimeout"] == 133 and "ResumeTimeout=133" in lines
     assert ("# ResumeTimeout: (worst measured wake 58.2 s, lab3 by ipmi in the shift of 2026-11-27T11:00:00+00:00, "
             "+ slurmd start 30 s, a setting) x 1.5") in lines
-    assert "#   no wake measured for lab6" in lines
+    assert "#   no wake measured for lab1,lab4,lab6" in lines     # lab1 and lab4 too: their group's day comes
     # 12.25 x 1.5 = 18.375 -> 19
     assert values["SuspendTimeout"] == 19 and "SuspendTimeout=19" in lines
     assert "# SuspendTimeout: worst measured park 12.2 s (lab6 by suspend in the shift of 2026-11-27T10:00:00+00:00) x 1.5" in lines
     assert values["ResumeRate"] == 2 and values["SuspendRate"] == 6
     assert "# ResumeRate: the slowest measured shift, 3 host(s) in 90.0 s (2026-11-27T11:00:00+00:00)" in lines
-    assert values["SuspendExcNodes"] == "lab[1,4]" or values["SuspendExcNodes"] == "lab1,lab4"
-    assert hl.expand(values["SuspendExcNodes"]) == ["lab1", "lab4"]
+    # gmin 1 of 3 groups of two, rotated daily: any host may be parked, two of them always stay up
+    hosts, count = values["SuspendExcNodes"].rsplit(":", 1)
+    assert hl.expand(hosts) == sorted(GROUPS) and count == "2"
     assert "SuspendExcNodes=%s" % values["SuspendExcNodes"] in lines
     assert values["Weight"] == GROUPS
     assert [ln for ln in lines if ln.startswith("#   Weight=")] == [
@@ -76,13 +77,28 @@ def test_nothing_measured_uses_the_settings_and_says_so():
     assert not any(ln.startswith(("ResumeRate=", "SuspendRate=")) for ln in text.splitlines())
 
 
-def test_hosts_never_parked_do_not_set_the_timeouts_and_names_sort_naturally():
+def test_the_daily_rotation_parks_every_group_so_every_hosts_wake_counts_and_names_sort_naturally():
+    """Group 1 (n2, n10) stays up in gear 1 only on the days the rotation keeps it: on the others it
+    is parked like any group, so its 500 s wake is Slurm's ResumeTimeout too (gear.groups_for: the
+    group kept in gear 1 changes from day to day)."""
+    from datetime import date, timedelta
+    from ansible.module_utils.fleetnap.gear import groups_for
+    kept = set(tuple(groups_for(1, 2, date(2026, 11, 28) + timedelta(days=d))[0]) for d in range(2))
+    assert kept == {(1,), (2,)}
     groups = {"n%d" % i: (1 if i in (2, 10) else 2) for i in range(1, 12)}
     shifts = sc.read_shifts([line("2026-11-27T11:00:00Z", 60, {"n2": took("up", 500.0), "n3": took("up", 20.0)})])
     _, values = sc.block(groups, 1, "/p", shifts, slurmd_start_s=0, margin=1)
-    assert values["ResumeTimeout"] == 20            # n2 (group 1) is never parked: its 500 s is not Slurm's
-    assert values["SuspendExcNodes"] == "n2,n10"
-    assert values["measured"]["unmeasured"] == ["n1"] + ["n%d" % i for i in range(4, 10)] + ["n11"]
+    assert values["ResumeTimeout"] == 500
+    # the kept group holds 2 hosts one day, 9 the next: Slurm keeps 9 up, never fewer than the shift does
+    assert values["SuspendExcNodes"] == "n[1-11]:9"
+    assert values["measured"]["unmeasured"] == ["n1"] + ["n%d" % i for i in range(4, 12)]
+
+
+def test_gmin_that_keeps_every_group_up_leaves_slurm_nothing():
+    with pytest.raises(sc.ConfError, match="gmin 3 keeps all 3 gear groups up: nothing for Slurm to power down"):
+        sc.block(GROUPS, 3, "/p", [])
+    _, values = sc.block(GROUPS, 2, "/p", [])
+    assert values["SuspendExcNodes"].endswith(":4")
 
 
 @pytest.mark.parametrize("bad,words", [
