@@ -125,8 +125,10 @@ $(CACHE)/ansible-test-offline.stamp: $(LINT_VENV)/.stamp packaging/sanity/offlin
 # average, sampled from /proc), and lab-up waits for what is left of them. They run side by side, not
 # one after the other: test-unit alone keeps 1.58 of the 2 cores busy on average (its tests wait on
 # subprocesses, timeouts and disks: 704 s wall, 1112 s of CPU, 2026-11-28), and lint, mostly one
-# process at a time, takes the rest; one after the other they took 1359-1438 s beside a simulator
-# suite of 580 s. Measured on a clean clone (2026-11-28): the
+# process at a time, takes the rest. One after the other they took 1359-1438 s beside a simulator
+# suite of 580 s; side by side 1293 s (test-sim 645 s, lint 394 s, test-unit 1293 s; 2026-11-29, this
+# repository's 2-core machine): less than the CPU arithmetic says, the unit suite writes 1.8 million
+# small files and is partly bound by the disk. Measured on a clean clone (2026-11-28): the
 # simulator's suite took 577 s with lint beside it, 578 s alone. Tried and not kept: test-unit
 # beside the lab suite at nice 10 (the TCG guests keep both cores busy most of the time: the unit
 # tests took 1770 s there instead of about 520 s alone, and the lab suite was still running after
