@@ -162,11 +162,20 @@ def slurm_evidence(lab) -> str:
     """What a failed test leaves to read: Slurm's view of the nodes, slurmctld's log, and each node's
     slurmd and munged as their own logs and the service manager saw them (this boot)."""
     out = ["---- scontrol show node ----"]
-    proc = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, env=labslurm.env(), timeout=30)
-    out.append(proc.stdout + proc.stderr)
+    try:
+        proc = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, env=labslurm.env(),
+                              timeout=30)
+        out.append(proc.stdout + proc.stderr)
+    except (OSError, subprocess.SubprocessError) as exc:  # the evidence of a failure must not hide it
+        out.append("(scontrol: %s)" % exc)
     ctld = labslurm.SLURM_DIR / "slurmctld.log"
-    out.append("---- slurmctld.log (last 80 lines) ----")
-    out.extend(ctld.read_text(errors="replace").splitlines()[-80:] if ctld.exists() else ["(none)"])
+    # at debug level the log is mostly pings: the lines about the nodes and the errors, then the end
+    lines = ctld.read_text(errors="replace").splitlines()[-5000:] if ctld.exists() else ["(none)"]
+    about = [ln for ln in lines if "error" in ln or any(n in ln for n in NODES)]
+    out.append("---- slurmctld.log: the last 150 lines about %s or an error ----" % ",".join(NODES))
+    out.extend(about[-150:])
+    out.append("---- slurmctld.log: the last 40 lines ----")
+    out.extend(lines[-40:])
     for name in NODES:
         out.append("---- %s: systemctl / journal / slurmd.log ----" % name)
         try:
