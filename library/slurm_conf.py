@@ -24,7 +24,8 @@ description:
     out and Slurm's defaults apply.
   - C(SuspendExcNodes) is every host with a count (C(hosts:N)), Slurm's way to keep N of them powered up. A gear shift
     keeps O(gmin) gear groups up, but a different set each day (the daily rotation of the group order), so no host is
-    exempt for good; N is the most hosts the O(gmin) kept groups hold on any day.
+    exempt for good; N is the most hosts the O(gmin) kept groups hold on any day. With O(gmin=0) the
+    line is left out.
   - >-
     Each host's C(Weight) is its gear group (Slurm fills the lowest weight first), as a comment per
     weight for the operator's C(NodeName) lines (slurm.conf defines a node's weight there only).

@@ -130,8 +130,7 @@ def block(groups, gmin, programs_dir, shifts, slurmd_start_s=30.0, margin=1.5,
         raise ConfError("gmin %d keeps all %d gear groups up: nothing for Slurm to power down" % (gmin, replicas))
     size = dict((g, sum(1 for v in groups.values() if v == g)) for g in range(1, replicas + 1))
     keep = max(sum(size[g] for g in groups_for_offset(gmin, replicas, offset)[0]) for offset in range(replicas))
-    parked = set(groups)
-    m = measured(shifts, parked)
+    m = measured(shifts, set(groups))
     lines = ["# fleetnap: Slurm power saving for %d hosts (at least %d kept up), from %d gear shift(s) in %s"
              % (len(groups), keep, m["shifts"], source),
              "SuspendProgram=%s/fleetnap-slurm-suspend" % programs_dir,
@@ -168,11 +167,14 @@ def block(groups, gmin, programs_dir, shifts, slurmd_start_s=30.0, margin=1.5,
         lines.append("# %s: the slowest measured shift, %d host(s) in %.1f s (%s)"
                      % (key, r["hosts"], r["duration_s"], r["shift"]))
         lines.append("%s=%d" % (key, values[key]))
-    values["SuspendExcNodes"] = "%s:%d" % (_names(groups), keep)
-    lines.append("# SuspendExcNodes: the gear shift keeps %d of the %d gear groups up, a different set each day "
-                 "(the daily rotation); Slurm keeps %d host(s) up, the most those groups hold on any day"
-                 % (gmin, replicas, keep))
-    lines.append("SuspendExcNodes=%s" % values["SuspendExcNodes"])
+    if keep:
+        values["SuspendExcNodes"] = "%s:%d" % (_names(groups), keep)
+        lines.append("# SuspendExcNodes: the gear shift keeps %d of the %d gear groups up, a different set each day "
+                     "(the daily rotation); Slurm keeps %d host(s) up, the most those groups hold on any day"
+                     % (gmin, replicas, keep))
+        lines.append("SuspendExcNodes=%s" % values["SuspendExcNodes"])
+    else:
+        lines.append("# SuspendExcNodes: none (gmin 0: the gear shift keeps no gear group up)")
     weights = {}
     for h, g in groups.items():
         weights.setdefault(g, []).append(h)

@@ -59,6 +59,8 @@ TABLE = [
     ("gear group a bool", dict(OK, gear_groups={"lab1": True}), "option gear_groups.lab1: must be a number"),
     ("gear group NaN", dict(OK, gear_groups={"lab1": NAN}), "option gear_groups.lab1: must be a finite number"),
     ("gmin keeps every group up", dict(OK, gear_groups={"lab1": 1}), "nothing for Slurm to power down"),
+    ("gmin as many as the groups", dict(OK, gear_groups={"lab1": 1, "lab2": 2}, gmin=2),
+     "gmin 2 keeps all 2 gear groups up: nothing for Slurm to power down"),
     ("gmin negative", dict(OK, gmin=-1), "option gmin: must be >= 0"),
     ("gmin huge", dict(OK, gmin=100000), "option gmin: must be >= 0 and <= 1000"),
     ("margin below 1", dict(OK, margin=0.5), "option margin: must be >= 1"),

@@ -99,6 +99,9 @@ def test_gmin_that_keeps_every_group_up_leaves_slurm_nothing():
         sc.block(GROUPS, 3, "/p", [])
     _, values = sc.block(GROUPS, 2, "/p", [])
     assert values["SuspendExcNodes"].endswith(":4")
+    text, values = sc.block(GROUPS, 0, "/p", [])
+    assert "SuspendExcNodes" not in values and not any(ln.startswith("SuspendExcNodes=") for ln in text.splitlines())
+    assert "# SuspendExcNodes: none (gmin 0: the gear shift keeps no gear group up)" in text.splitlines()
 
 
 @pytest.mark.parametrize("bad,words", [
