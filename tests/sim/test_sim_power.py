@@ -481,9 +481,8 @@ def test_a_profile_knob_changed_during_a_park_is_put_back_by_the_hosts_resume_pa
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     wait("%s asleep" % host, lambda: last(psim, host)["state"] == "S3", timeout=30)
     # During the park, from outside the host (its processes are frozen): two policies' EPP reset.
-    root = Path("/proc/%d/root" % psim.hosts()[host]["pid"])
     for n in (0, 3):
-        (root / (epp % n).lstrip("/")).write_text("balance_performance\n")
+        psim.write(host, epp % n, "balance_performance\n")
     magic_packet(psim, host)
     wait("%s to answer" % host, lambda: answers(psim.hosts()[host]["ip"]), timeout=60)
     wait("the resume hook to finish", lambda: ssh(psim, host, "test ! -e /run/fleetnap/park-resume").returncode == 0,
