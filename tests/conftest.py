@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -32,6 +34,32 @@ import ansible.module_utils  # noqa: E402  (pytest runs inside the venv that has
 _MU = str(REPO / "module_utils")
 if _MU not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MU)
+
+
+# The kernel running the tests is one machine for every stage of make test that runs at once: the
+# live_kernel tests of test-unit change its cpuidle settings (and put them back), and the simulator
+# tests check that nothing of theirs ever changes them. They take this lock: a live_kernel test holds
+# it while it runs, a check of the real settings around its own writes holds it too.
+LIVE_CPUIDLE_LOCK = Path("/tmp/fleetnap-test-live-cpuidle.lock")
+
+
+@contextlib.contextmanager
+def live_cpuidle_lock():
+    fd = os.open(str(LIVE_CPUIDLE_LOCK), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture(autouse=True)
+def _live_kernel_holds_the_cpuidle_lock(request):
+    if request.node.get_closest_marker("live_kernel") is None:
+        yield
+        return
+    with live_cpuidle_lock():
+        yield
 
 
 def dataset_names():

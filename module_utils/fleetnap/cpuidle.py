@@ -58,12 +58,22 @@ def _int(fs, path, default=None, hi=COUNTER_MAX):
         raise CpuidleError("%s (is sysfs_root %s a sysfs tree?)" % (exc, fs.root))
 
 
-def _state_fields(fs, sdir, counters):
+def _state_fields(fs, sdir, counters, index, declared=None):
+    """One state's files. ``declared`` (the gate's read, counters=False): {(index, name): (desc,
+    residency)} of the CPUs read before; a state with the same index and name on a later CPU takes
+    its description and target residency from there (the summary of a state shows one of each,
+    the first CPU's) instead of reading two more files per state per CPU."""
+    name = fs.read(sdir + "/name", "")
+    known = None if declared is None else declared.get((index, name))
+    if known is None:
+        known = (fs.read(sdir + "/desc", ""), _int(fs, sdir + "/residency"))
+        if declared is not None:
+            declared[(index, name)] = known
     fields = {
-        "name": fs.read(sdir + "/name", ""),
-        "desc": fs.read(sdir + "/desc", ""),
+        "name": name,
+        "desc": known[0],
         "latency_us": _int(fs, sdir + "/latency"),
-        "residency_us": _int(fs, sdir + "/residency"),
+        "residency_us": known[1],
         "disable": _int(fs, sdir + "/disable", hi=1),
         "default_status": None, "usage": None, "time_us": None, "above": None, "below": None,
     }
@@ -122,8 +132,10 @@ def read_model(fs, counters=True):
     or used (a FIFO, a link out of the root, a file too large, a number that is not one) is a
     CpuidleError naming the file.
 
-    ``counters=False``: a state's usage, time and default_status are not read (None): the gate
-    decides from names, latencies and disable files only, and a host has thousands of the others."""
+    ``counters=False``: a state's usage, time and default_status are not read (None), and its
+    desc and residency are read on the first CPU that has the state (same index and name) and
+    shared by the others: the gate decides from names, latencies and disable files only, and a
+    host has thousands of the others."""
     try:
         return _read_model(fs, counters)
     except (HostFsError, UnicodeDecodeError) as exc:
@@ -149,6 +161,7 @@ def _read_model(fs, counters):
     governor = fs.read(CPU_DIR + "/cpuidle/current_governor") or fs.read(CPU_DIR + "/cpuidle/current_governor_ro")
     available = (fs.read(CPU_DIR + "/cpuidle/available_governors") or "").split()
     online_set = set(online)
+    declared = None if counters else {}
     cpus = []
     for cpu in present:
         cdir = "%s/cpu%d" % (CPU_DIR, cpu)
@@ -157,8 +170,9 @@ def _read_model(fs, counters):
             match = STATE_RE.match(entry)
             if not match:
                 continue
-            state = _state_fields(fs, "%s/cpuidle/%s" % (cdir, entry), counters)
-            state["index"] = int(match.group(1))
+            index = int(match.group(1))
+            state = _state_fields(fs, "%s/cpuidle/%s" % (cdir, entry), counters, index, declared)
+            state["index"] = index
             states.append(state)
         states.sort(key=lambda s: s["index"])
         qos_path = cdir + "/power/pm_qos_resume_latency_us"

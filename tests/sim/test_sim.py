@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import live_cpuidle_lock
 from simtools import SIM_HOSTS, SIM_MACHINES, SIM_NAME, captured_states, captured_value
 
 pytestmark = pytest.mark.sim
@@ -76,17 +77,19 @@ def test_a_write_on_one_host_is_not_seen_by_another(sim):
     assert table[a]["machine"] == table[b]["machine"] == "ivbep1"
     path = "/sys/devices/system/cpu/cpu5/cpuidle/state4/disable"      # ivbep1 C6
     assert sim.read(a, path).strip() == sim.read(b, path).strip() == "0"
-    real_before = real_disables()
-
-    res = sim.ansible(a, "cpuidle_qos", {"disable": ["C6"]})[a]
-    assert res.get("changed") and not res.get("failed"), res
-    assert sim.read(a, path).strip() == "1"
-    assert sim.read(b, path).strip() == "0"
-    # what cpuidle_qos records for state=absent lives on sim1 only
-    assert sim.read(a, "/var/lib/fleetnap/cpuidle_qos.orig.json")
-    with pytest.raises(AssertionError, match="No such file"):
-        sim.read(b, "/var/lib/fleetnap/cpuidle_qos.orig.json")
-    assert real_disables() == real_before
+    # The live_kernel tests of test-unit (beside this stage in make test) change the real settings
+    # and put them back: none of them runs between the two reads (tests/conftest.py).
+    with live_cpuidle_lock():
+        real_before = real_disables()
+        res = sim.ansible(a, "cpuidle_qos", {"disable": ["C6"]})[a]
+        assert res.get("changed") and not res.get("failed"), res
+        assert sim.read(a, path).strip() == "1"
+        assert sim.read(b, path).strip() == "0"
+        # what cpuidle_qos records for state=absent lives on sim1 only
+        assert sim.read(a, "/var/lib/fleetnap/cpuidle_qos.orig.json")
+        with pytest.raises(AssertionError, match="No such file"):
+            sim.read(b, "/var/lib/fleetnap/cpuidle_qos.orig.json")
+        assert real_disables() == real_before
     # a second run changes nothing (the write really landed where the module reads)
     again = sim.ansible(a, "cpuidle_qos", {"disable": ["C6"]})[a]
     assert not again.get("changed") and not again.get("failed"), again

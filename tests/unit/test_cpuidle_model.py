@@ -62,6 +62,42 @@ def test_the_gate_model_leaves_the_counters_unread(trees):
 
 
 @pytest.mark.parametrize("dataset", dataset_names())
+def test_the_gate_model_reads_a_states_desc_and_residency_once_and_they_are_every_cpus(dataset, trees):
+    """counters=False takes a state's desc and residency from the first CPU with that index and name: on every
+    captured machine that is what every CPU's own files say (the full read is the reference)."""
+    root = trees(dataset)
+    full = read_model(HostFS(str(root)))
+    gate = read_model(HostFS(str(root)), counters=False)
+    assert [[(s["name"], s["desc"], s["residency_us"], s["latency_us"], s["disable"]) for s in c["states"]]
+            for c in gate["cpus"]] == \
+        [[(s["name"], s["desc"], s["residency_us"], s["latency_us"], s["disable"]) for s in c["states"]]
+         for c in full["cpus"]]
+
+
+def test_the_gate_model_opens_a_later_cpus_desc_only_for_a_state_it_has_not_seen(tmp_path):
+    """A later CPU's desc and residency files of a state already read are not opened (a FIFO there is never
+    touched); a state with another name at the same index is read from its own files."""
+    root = materialize("ivbep1", tmp_path / "ivbep1")
+    cpu1 = root / "sys/devices/system/cpu/cpu1/cpuidle"
+    for leaf in ("state1/desc", "state1/residency"):
+        (cpu1 / leaf).unlink()
+        os.mkfifo(cpu1 / leaf)
+    gate = read_model(HostFS(str(root)), counters=False)
+    first = {s["index"]: s for s in gate["cpus"][0]["states"]}
+    second = {s["index"]: s for s in gate["cpus"][1]["states"]}
+    assert (second[1]["desc"], second[1]["residency_us"]) == (first[1]["desc"], first[1]["residency_us"])
+    with pytest.raises(CpuidleError, match="FIFO"):
+        read_model(HostFS(str(root)))
+    for leaf, text in (("name", "C1X"), ("desc", "another state"), ("residency", "7")):
+        (cpu1 / "state2" / leaf).chmod(0o644)
+        (cpu1 / "state2" / leaf).write_text(text + "\n")
+    gate = read_model(HostFS(str(root)), counters=False)
+    renamed = {s["index"]: s for s in gate["cpus"][1]["states"]}[2]
+    assert (renamed["name"], renamed["desc"], renamed["residency_us"]) == ("C1X", "another state", 7)
+    assert {s["index"]: s for s in gate["cpus"][2]["states"]}[2]["desc"] == first[2]["desc"]
+
+
+@pytest.mark.parametrize("dataset", dataset_names())
 def test_plan_every_budget(dataset, trees):
     model = read_model(HostFS(str(trees(dataset))))
     for budget in BUDGETS:
