@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import collections
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -36,25 +34,9 @@ if _MU not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MU)
 
 
-# The kernel running the tests is one machine for every stage of make test that runs at once: the
-# live_kernel tests of test-unit change its cpuidle settings (and put them back), and the simulator
-# tests check that nothing of theirs ever changes them. They take this lock: a live_kernel test holds
-# it while it runs, a check of the real settings around its own writes holds it too.
-LIVE_CPUIDLE_LOCK = Path("/tmp/fleetnap-test-live-cpuidle.lock")
-
-
-@contextlib.contextmanager
-def live_cpuidle_lock():
-    fd = os.open(str(LIVE_CPUIDLE_LOCK), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 @pytest.fixture(autouse=True)
 def _live_kernel_holds_the_cpuidle_lock(request):
+    """A live_kernel test holds the lock of tests/livelock.py while it runs."""
     if request.node.get_closest_marker("live_kernel") is None:
         yield
         return
@@ -72,6 +54,7 @@ def pstate_names():
 
 sys.path.insert(0, str(REPO / "lab"))
 from sim import parse_capture  # noqa: E402  (one parser of the captured-machine format)
+from livelock import live_cpuidle_lock  # noqa: E402  (tests/: the lock the simulator's tests take too)
 
 
 def materialize(dataset: str, dest: Path, data: Path = CPUIDLE_DATA) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import live_cpuidle_lock
+from livelock import live_cpuidle_lock
 from simtools import SIM_HOSTS, SIM_MACHINES, SIM_NAME, captured_states, captured_value
 
 pytestmark = pytest.mark.sim
@@ -78,7 +78,7 @@ def test_a_write_on_one_host_is_not_seen_by_another(sim):
     path = "/sys/devices/system/cpu/cpu5/cpuidle/state4/disable"      # ivbep1 C6
     assert sim.read(a, path).strip() == sim.read(b, path).strip() == "0"
     # The live_kernel tests of test-unit (beside this stage in make test) change the real settings
-    # and put them back: none of them runs between the two reads (tests/conftest.py).
+    # and put them back: none of them runs between the two reads (tests/livelock.py).
     with live_cpuidle_lock():
         real_before = real_disables()
         res = sim.ansible(a, "cpuidle_qos", {"disable": ["C6"]})[a]
