@@ -70,27 +70,41 @@ def test_residency_on_the_live_kernel_moves(tmp_path, module_runner):
     assert res["samples"] >= len(before)
 
 
+def kernel_misses():
+    """{'cpu="N",state="NAME"': (above, below)} straight from this kernel's cpuidle files."""
+    out = {}
+    for sdir in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpuidle/state[0-9]*"):
+        key = 'cpu="%s",state="%s"' % (sdir.parent.parent.name[3:], (sdir / "name").read_text().strip())
+        out[key] = (int((sdir / "above").read_text()), int((sdir / "below").read_text()))
+    return out
+
+
 @pytest.mark.skipif(not Path("/sys/devices/system/cpu/cpu0/cpuidle/state0/above").exists(),
                     reason="this kernel counts no idle-governor misses (no cpuidle, or no above/below files)")
-def test_governor_misses_on_the_live_kernel_move_under_load(tmp_path, module_runner):
-    """Two scrapes around a load of short sleeps on every CPU (many idle periods of about a
-    millisecond): the above and below series are there for every CPU and state, and move."""
+def test_governor_misses_on_the_live_kernel_are_the_kernels_counts(tmp_path, module_runner):
+    """A scrape between two reads of the kernel's above and below files, after a load of short sleeps
+    on every CPU: every CPU and state has its series, each value lies between the kernel's counts read
+    before and after it (a counter only grows), and the two causes of a below add up to the kernel's.
+    Whether the counts move is the kernel's business, and the machine's load (on a busy machine the
+    CPUs may not go idle at all); it is not asserted."""
     import subprocess
-    import time
 
-    def misses():
-        res = module_runner("cstate_residency", {"directory": str(tmp_path)})
-        assert not res.failed, res.get("msg")
-        text = (tmp_path / "fleetnap_cstate_residency.prom").read_text()
-        return samples(text, "fleetnap_cstate_above_total"), samples(text, "fleetnap_cstate_below_total"), \
-            samples(text, "fleetnap_cstate_entries_total")
-    above0, below0, entries = misses()
-    assert len(above0) == len(entries) and len(below0) == 2 * len(entries)
     sleepers = [subprocess.Popen(["taskset", "-c", str(cpu), "/usr/bin/python3", "-c",
-                                  "import time\nfor _ in range(2000): time.sleep(0.001)"])
+                                  "import time\nfor _ in range(500): time.sleep(0.001)"])
                 for cpu in sorted(os.sched_getaffinity(0))]
     for p in sleepers:
         p.wait(timeout=120)
-    time.sleep(0.5)
-    above1, below1, _entries = misses()
-    assert sum(above1.values()) + sum(below1.values()) > sum(above0.values()) + sum(below0.values())
+    before = kernel_misses()
+    res = module_runner("cstate_residency", {"directory": str(tmp_path)})
+    after = kernel_misses()
+    assert not res.failed, res.get("msg")
+    text = (tmp_path / "fleetnap_cstate_residency.prom").read_text()
+    above, below = samples(text, "fleetnap_cstate_above_total"), samples(text, "fleetnap_cstate_below_total")
+    entries = samples(text, "fleetnap_cstate_entries_total")
+    assert sorted(above) == sorted(entries) == sorted(before) and len(below) == 2 * len(entries)
+    for key, (above0, below0) in before.items():
+        above1, below1 = after[key]
+        assert above0 <= above[key] <= above1, (key, above0, above[key], above1)
+        cpu, state = key.split(",", 1)
+        both = below['cause="qos",%s,%s' % (cpu, state)] + below['cause="governor",%s,%s' % (cpu, state)]
+        assert below0 <= both <= below1, (key, below0, both, below1)

@@ -26,7 +26,7 @@ from ansible.module_utils.fleetnap.sysfs import HostFS
 
 CPU = Path("/sys/devices/system/cpu")
 NAME = "fleetnap-cstate-residency"
-FILES = ["__init__.py", "cpulist.py", "cpuidle.py", "fileio.py", "parse.py", "prom.py", "residency.py", "sysfs.py"]
+FILES = ["__init__.py", "cpulist.py", "cpuidle.py", "embedded.py", "fileio.py", "parse.py", "prom.py", "residency.py", "sysfs.py"]
 
 pytestmark = pytest.mark.skipif(not (CPU / "cpu0/cpuidle/state0").exists(), reason="this kernel has no cpuidle states")
 
@@ -137,8 +137,11 @@ def test_installed_collector_reads_this_kernel_and_cron_runs_it(tmp_path):
     assert not list((tmp_path / "textfile").glob(".fleetnap-*"))
     # The same families, HELP and TYPE lines as module_utils/fleetnap/residency.py gives here.
     assert metric_families(out.read_text()) == metric_families(collect(HostFS("/")))
+    # Samples of the governor's misses where this kernel counts them (cpuidle above/below files).
+    misses = {"fleetnap_cstate_above_total", "fleetnap_cstate_below_total", "fleetnap_cstate_qos_bounded",
+              "fleetnap_cstate_miss_ratio"} if (CPU / "cpu0/cpuidle/state0/above").exists() else set()
     assert metric_families(out.read_text())[1] == {"fleetnap_cstate_entries_total", "fleetnap_cstate_disabled",
-                                                  "fleetnap_cstate_residency_seconds_total"}
+                                                  "fleetnap_cstate_residency_seconds_total"} | misses
 
     # A second run changes nothing.
     again = role(tmp_path)
