@@ -49,7 +49,11 @@ COUNTER_MAX = 2 ** 64 - 1
 def _int(fs, path, default=None, hi=COUNTER_MAX):
     """A sysfs number (one parser: ASCII digits, bounded), ``default`` when the file is missing;
     anything else is a CpuidleError naming the file and what it holds."""
-    text = fs.read(path)
+    return _parsed(fs, path, fs.read(path), default, hi)
+
+
+def _parsed(fs, path, text, default=None, hi=COUNTER_MAX):
+    """_int() of text already read from path."""
     if text is None:
         return default
     try:
@@ -180,7 +184,7 @@ def _read_model(fs, counters):
         if qos_text == "n/a":
             qos = qos_text  # "n/a": no wake-up latency tolerated at all
         else:
-            qos = _int(fs, qos_path, hi=2 ** 31 - 1)
+            qos = _parsed(fs, qos_path, qos_text, hi=2 ** 31 - 1)
         cpus.append({
             "cpu": cpu,
             "online": cpu in online_set,

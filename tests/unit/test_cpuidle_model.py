@@ -97,6 +97,29 @@ def test_the_gate_model_opens_a_later_cpus_desc_only_for_a_state_it_has_not_seen
     assert {s["index"]: s for s in gate["cpus"][2]["states"]}[2]["desc"] == first[2]["desc"]
 
 
+def test_the_gate_model_reads_three_files_per_state_on_spr1(trees, monkeypatch):
+    """The figure docs/benchmarks.md quotes: on spr1's capture (320 CPUs, 1,280 states) the gate's read opens
+    name, latency and disable of every state and one PM QoS file per CPU, 4,160 files, and desc and residency of
+    each distinct state once; a full read opens 5 files per state (6,720 with the PM QoS files) and the counters.
+    (Until this stop the PM QoS file was read twice.)"""
+    opened = []
+    real = HostFS.read_bytes
+    monkeypatch.setattr(HostFS, "read_bytes", lambda self, path, *a, **k: opened.append(path) or real(self, path, *a, **k))
+    model = read_model(HostFS(str(trees("spr1"))), counters=False)
+    states = sum(len(c["states"]) for c in model["cpus"])
+    distinct = len({(s["index"], s["name"]) for c in model["cpus"] for s in c["states"]})
+    per_state = [p for p in opened if "/cpuidle/state" in p]
+    qos = [p for p in opened if p.endswith("/power/pm_qos_resume_latency_us")]
+    assert (len(model["cpus"]), states) == (320, 1280)
+    assert len(qos) == len(model["cpus"]) and len(set(qos)) == len(qos)
+    assert len(per_state) == 3 * states + 2 * distinct and len(per_state) + len(qos) == 4160 + 2 * distinct
+    opened.clear()
+    read_model(HostFS(str(trees("spr1"))))
+    qos = [p for p in opened if p.endswith("/power/pm_qos_resume_latency_us")]
+    assert len([p for p in opened if p.endswith(("/name", "/desc", "/latency", "/residency", "/disable"))
+                and "/cpuidle/state" in p]) + len(qos) == 6720
+
+
 @pytest.mark.parametrize("dataset", dataset_names())
 def test_plan_every_budget(dataset, trees):
     model = read_model(HostFS(str(trees(dataset))))
