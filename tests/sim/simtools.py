@@ -97,9 +97,13 @@ class Sim:
 
     def write(self, host: str, path: str, text: str) -> None:
         """Write PATH as HOST sees it, from outside the host (it works while the host sleeps):
-        through the root of the sshd its power program started at the host's last power-on. The
-        pid in the table is the one of `up` and is stale once an earlier test power-cycled it."""
-        pid = int((Path(self.hosts()[host]["dir"]) / "sshd.pid").read_text().split()[0])
+        through the root of the sshd its power program started at the host's last power-on, as
+        `lab/sim.py path` reads (sim.sshd_alive). The pid in the table is the one of `up` and is
+        stale once an earlier test power-cycled the host."""
+        from sim import sshd_alive      # lab/ is on sys.path (tests/conftest.py)
+
+        pid = sshd_alive(self.hosts()[host])
+        assert pid, "%s is not running: no sshd of its last power-on" % host
         (Path("/proc/%d/root" % pid) / path.lstrip("/")).write_text(text)
 
     def ansible(self, pattern: str, module: str, args: dict | None = None) -> dict:

@@ -101,7 +101,7 @@ def test_the_gate_model_reads_three_files_per_state_on_spr1(trees, monkeypatch):
     """The figure docs/benchmarks.md quotes: on spr1's capture (320 CPUs, 1,280 states) the gate's read opens
     name, latency and disable of every state and one PM QoS file per CPU, 4,160 files, and desc and residency of
     each distinct state once; a full read opens 5 files per state (6,720 with the PM QoS files) and the counters.
-    (Until this stop the PM QoS file was read twice.)"""
+    Each PM QoS file is opened once (it used to be read twice)."""
     opened = []
     real = HostFS.read_bytes
     monkeypatch.setattr(HostFS, "read_bytes", lambda self, path, *a, **k: opened.append(path) or real(self, path, *a, **k))
