@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,19 @@ def test_a_hang_is_killed_at_the_bound_with_what_it_started(run, tmp_path):
     out = run("fr_hang", {"pidfile": str(pidfile)}, timeout=2)
     assert out["killed"] and 2 <= out["elapsed_s"] < 10 and out["rc"] == -9
     grandchild = int(pidfile.read_text())
-    assert not Path("/proc/%d" % grandchild).exists() or \
-        Path("/proc/%d/stat" % grandchild).read_text().split()[2] == "Z"
+    # SIGKILL is delivered at once, but the dying process runs its own exit on a busy 2-core runner
+    # (state R for a moment, as CI saw): it has to be gone or a zombie within a generous bound.
+    deadline = time.monotonic() + 20
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def _alive(pid):
+    try:
+        return Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_peak_memory_is_the_modules_own(run):
