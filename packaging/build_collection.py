@@ -13,6 +13,8 @@ collection tree from those sources:
   share. Modules name them ``fleetnap.power.NAME`` (or ``fleetnap.power.NAME.VARIANT``) in
   ``extends_documentation_fragment`` in the repository already (``collections/`` links them there
   for ansible-doc); every such name must be a fragment, and variant, that exists;
+- ``plugins/lookup/`` from ``lookup_plugins/*.py`` (``fleetnap.power.NAME`` in the repository's
+  playbooks and roles already: ``collections/`` links them there too);
 - ``roles/`` and ``playbooks/`` (templates, task files and hooks included), with every task that
   calls one of this repository's modules by its short name, every ``roles:`` entry and every
   ``include_role``/``import_role`` of one of its roles rewritten to the fully qualified name
@@ -358,6 +360,7 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
     module_sources = sorted((REPO / "library").glob("*.py"))
     mu_sources = sorted((REPO / "module_utils" / "fleetnap").glob("*.py"))
     fragment_sources = sorted((REPO / "doc_fragments").glob("*.py"))
+    lookup_sources = sorted((REPO / "lookup_plugins").glob("*.py"))
     role_dirs = sorted(p for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
     if not module_sources or not mu_sources or not role_dirs:
         raise BuildError("library/, module_utils/fleetnap/ or roles/ is empty under %s" % REPO)
@@ -391,6 +394,10 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
     for path in fragment_sources:
         text, n = rewrite_doc_refs(rewrite_python(path.read_text(), fqcn_mu, path), prefix, modules)
         plugin_texts[Path("plugins/doc_fragments") / path.name] = text
+        doc_refs += n
+    for path in lookup_sources:
+        text, n = rewrite_doc_refs(rewrite_python(path.read_text(), fqcn_mu, path), prefix, modules)
+        plugin_texts[Path("plugins/lookup") / path.name] = text
         doc_refs += n
 
     prepare_out(out)
@@ -436,7 +443,8 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
         raise BuildError("short module_utils imports left in: %s" % ", ".join(left))
 
     result = {"collection_dir": str(out), "version": str(meta["version"]), "modules": len(modules),
-              "module_utils": len(mu_sources), "doc_fragments": len(fragment_sources), "roles": len(roles),
+              "module_utils": len(mu_sources), "doc_fragments": len(fragment_sources),
+              "lookup": len(lookup_sources), "roles": len(roles),
               "fqcn_rewrites": edits,
               "doc_fqcn_rewrites": doc_refs}
     if dist is not None:

@@ -6,7 +6,7 @@
 
 .PHONY: collection ee-context
 
-COLLECTION_SOURCES := $(wildcard library/*.py module_utils/fleetnap/*.py doc_fragments/*.py) \
+COLLECTION_SOURCES := $(wildcard library/*.py module_utils/fleetnap/*.py doc_fragments/*.py lookup_plugins/*.py) \
 	$(shell find roles playbooks -type f -not -path '*/__pycache__/*' 2>/dev/null) \
 	$(wildcard packaging/galaxy.yml packaging/meta/*.yml packaging/bindep.txt packaging/CHANGELOG.md packaging/build_collection.py)
 

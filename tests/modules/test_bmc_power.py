@@ -437,7 +437,7 @@ def test_gear_observe_takes_the_password_from_the_environment_only(sim, tmp_path
         "  tasks:\n"
         "    - ansible.builtin.import_role: {name: gear_shift, tasks_from: observe}\n"
         "    - ansible.builtin.debug: {msg: 'observed=%s'}\n"
-        % (tmp_path / "gear", "{{ hostvars.localhost.__gear_shift_observation[inventory_hostname] | to_json }}"))
+        % (tmp_path / "gear", "{{ __gear_shift_observation[inventory_hostname] | to_json }}"))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                FLEETNAP_BMC_PASSWORD=PASSWORD, IPMI_PASSWORD="")
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)],

@@ -22,6 +22,7 @@ from conftest import REPO, TARGET_PYTHON, VENV_BIN
 
 SPEC = yaml.safe_load((REPO / "roles/gear_shift/meta/argument_specs.yml").read_text())["argument_specs"]
 PHASES = ["lock", "observe", "plan", "wake", "down", "observe_again", "record"]
+PLAYS = ["prepare", "wake", "down", "finish"]          # playbooks/gear_shift.yml: prepare = lock + observe + plan
 
 
 def run(args, tmp_path, timeout=300):
@@ -46,12 +47,13 @@ def silent_fleet(tmp_path):
 
 
 def test_every_phase_has_an_entry_point_and_the_lock_checks_them_all():
-    assert set(SPEC) == {"main", *PHASES}
-    assert all((REPO / "roles/gear_shift/tasks" / ("%s.yml" % p)).is_file() for p in PHASES)
+    assert set(SPEC) == {"main", *PHASES, *PLAYS}
+    assert all((REPO / "roles/gear_shift/tasks" / ("%s.yml" % p)).is_file() for p in PHASES + PLAYS)
     every = set(SPEC["main"]["options"])
-    assert set(SPEC["lock"]["options"]) == every
+    assert set(SPEC["lock"]["options"]) == set(SPEC["prepare"]["options"]) == every
+    assert set(SPEC["finish"]["options"]) == set(SPEC["observe_again"]["options"]) | set(SPEC["record"]["options"])
     read = set()
-    for phase in PHASES:
+    for phase in PHASES + PLAYS:
         opts = SPEC[phase]["options"]
         assert opts and set(opts) <= every, phase
         assert all(o.get("description") and o.get("type") for o in opts.values()), phase
@@ -74,6 +76,10 @@ def phase_play(tmp_path, phase, bad):
 # One input each phase reads, given a wrong type or a value outside its choices.
 BAD = {
     "lock": ({"gear_shift_gear": "two"}, "argument 'gear_shift_gear' is of type str and we were unable to convert to int"),
+    "prepare": ({"gear_shift_down_timeout_s": "soon"},
+                "argument 'gear_shift_down_timeout_s' is of type str and we were unable to convert to float"),
+    "finish": ({"gear_shift_read_power": "maybe"},
+               "argument 'gear_shift_read_power' is of type str and we were unable to convert to bool"),
     "observe": ({"gear_shift_probe_timeout_s": "soon"},
                 "argument 'gear_shift_probe_timeout_s' is of type str and we were unable to convert to float"),
     "plan": ({"gear_shift_replicas": "three"},
@@ -87,7 +93,7 @@ BAD = {
 }
 
 
-@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("phase", PHASES + ["prepare", "finish"])
 def test_a_play_calling_a_phase_with_a_wrong_input_fails_at_its_argument_spec(tmp_path, phase):
     bad, message = BAD[phase]
     assert set(bad) <= set(SPEC[phase]["options"])
@@ -110,10 +116,12 @@ def test_the_playbook_checks_every_input_before_the_lock_and_before_any_host(tmp
                 "-e", "gear_shift_down_method=sleep"], tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
-    assert "Validating arguments against arg spec 'lock'" in out
+    assert "Validating arguments against arg spec 'prepare'" in out
     assert "argument 'gear_shift_down_timeout_s' is of type str and we were unable to convert to float" in out
     assert "value of gear_shift_down_method must be one of: auto, suspend, soft, off, got: sleep" in out
-    assert "Gear shift - observe every host" not in out and "Take the gear-shift lock" not in out
+    assert "Observe every host at once" not in out and "Take the gear-shift lock" not in out
+    # the check ran once (on the controller), not once per target
+    assert len([line for line in out.splitlines() if line.startswith("fatal: [")]) == 1, out[-3000:]
     assert not sd.exists()
 
 
@@ -147,29 +155,41 @@ def test_the_role_without_a_phase_says_how_it_is_used(tmp_path):
     assert "gear_shift is used through its phases" in proc.stdout and "Nothing was done" in proc.stdout
 
 
-def test_the_thin_playbook_is_plays_calling_the_phases_in_order():
-    """playbooks/gear_shift.yml: a play per phase, each a single import of the role's phase; only
-    the first validates (its entry point is the whole shift's; on the targets a validation would
-    be one more task per host)."""
+def test_the_thin_playbook_is_four_plays_calling_the_phases_in_order():
+    """playbooks/gear_shift.yml: prepare, wake, down, finish, each a single import of the role's
+    phase. prepare and finish run over the targets with every task once on the controller (a
+    block with run_once, delegated to localhost, around prepare: its argument check, the whole
+    shift's, runs once too); only prepare validates (on the hosts that act a validation would be
+    one more task per host)."""
     plays = yaml.safe_load((REPO / "playbooks/gear_shift.yml").read_text())
-    phases = []
+    phases, hosts, serial = [], {}, {}
     for play in plays:
         (task,) = play["tasks"]
+        if "block" in task:
+            assert task["run_once"] is True and task["delegate_to"] == "localhost"
+            (task,) = task["block"]
         call = task["ansible.builtin.import_role"]
         assert call["name"] == "gear_shift"
-        phases.append(call["tasks_from"])
-        assert call.get("rolespec_validate", True) is (call["tasks_from"] == "lock")
-        on_targets = play["hosts"] != "localhost"
-        assert on_targets == (call["tasks_from"] in ("observe", "wake", "down", "observe_again"))
-    assert phases == PHASES
-    # The plays that act run over the hosts the plan acts on (the groups its phase adds), the
-    # observations over every target.
-    hosts = {p["tasks"][0]["ansible.builtin.import_role"]["tasks_from"]: p["hosts"] for p in plays}
+        phase = call["tasks_from"]
+        phases.append(phase)
+        assert call.get("rolespec_validate", True) is (phase == "prepare")
+        assert ("block" in play["tasks"][0]) is (phase == "prepare")
+        hosts[phase], serial[phase] = play["hosts"], play.get("serial")
+    assert phases == PLAYS
+    # The plays that act run over the hosts the plan acts on (the groups its phase adds); prepare
+    # and finish over every target, no play on localhost (what they learn is the targets' own).
     assert hosts["wake"] == "{{ groups['fleetnap_gear_shift_wake'] | default([]) }}"
     assert hosts["down"] == "{{ groups['fleetnap_gear_shift_down'] | default([]) }}"
-    assert hosts["observe"] == hosts["observe_again"] == "{{ gear_shift_targets | default('all') }}"
-    serial = {p["tasks"][0]["ansible.builtin.import_role"]["tasks_from"]: p.get("serial") for p in plays}
+    assert hosts["prepare"] == hosts["finish"] == "{{ gear_shift_targets | default('all') }}"
     assert serial["wake"] == "{{ gear_shift_wake_batch_size }}" and serial["down"] == "{{ gear_shift_batch_size }}"
+    # prepare and finish: every task of theirs runs once, on the controller
+    for phase in ("prepare", "finish"):
+        (block,) = yaml.safe_load((REPO / ("roles/gear_shift/tasks/%s.yml" % phase)).read_text())
+        assert block["run_once"] is True and block["delegate_to"] == "localhost"
+    # no phase reads the controller's facts or sets them there
+    for path in (REPO / "roles/gear_shift").rglob("*.yml"):
+        text = path.read_text()
+        assert "hostvars['localhost']" not in text and "delegate_facts" not in text, path
 
 
 def test_a_misspelt_power_record_variable_stops_the_shift_naming_it(tmp_path, silent_fleet):
@@ -185,4 +205,5 @@ def test_a_misspelt_power_record_variable_stops_the_shift_naming_it(tmp_path, si
     assert proc.returncode != 0, out[-3000:]
     assert "hosts.record.fleetnap_bmc_pasword" in out and "Fn7-typo-pw" not in out, out[-3000:]
     assert "Gear shift plan" not in out and "Wake the batch at once" not in out
+    assert "(the gear-shift lock was released)" in out and not (sd / "shift.lock").exists()
     assert not (sd / "state.json").exists()
