@@ -74,6 +74,16 @@ options:
       - Hours after which a host asleep by plan (state file C(since)) is powered off by its BMC
         (second tier). Unset = hosts stay in S3.
     type: float
+  batch_size:
+    description:
+      - Hosts per batch going down, a number (C(50)) or a percentage of the hosts going down (C(10%)), counted as
+        Ansible's C(serial) counts it (a percentage rounds down, at least one host); RV(down_batches) is the result.
+    type: str
+    default: 100%
+  wake_batch_size:
+    description: Hosts per wave woken, as O(batch_size), of the hosts the wake phase acts on; RV(wake_batches) is the result.
+    type: str
+    default: 100%
 attributes:
   check_mode:
     support: full
@@ -180,6 +190,16 @@ wake_phase_hosts:
   returned: success
   type: list
   elements: str
+wake_batches:
+  description: RV(wake_phase_hosts) cut in waves of O(wake_batch_size), in order (what the wake play's C(serial) makes).
+  returned: success
+  type: list
+  elements: list
+down_batches:
+  description: RV(down_hosts) cut in batches of O(batch_size), in order (what the down play's C(serial) makes).
+  returned: success
+  type: list
+  elements: list
 power_w:
   description: Host -> its power figures (C(power_w) of O(hosts), as given), for M(gear_energy).
   returned: success
@@ -222,7 +242,7 @@ from datetime import date as dt_date
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import ShiftError, bmc_check, plan_from
+from ansible.module_utils.fleetnap.gearshift import ShiftError, batches, bmc_check, plan_from
 from ansible.module_utils.fleetnap.validate import all_of, check_params, items, number, numbers, path, text
 
 CHECKS = {
@@ -235,6 +255,8 @@ CHECKS = {
     "state_file": path(),
     "resume_dir": path(),
     "park_off_after_h": number(lo=0, lo_open=True, hi=24 * 366),
+    "batch_size": text(max_len=8),
+    "wake_batch_size": text(max_len=8),
 }
 
 
@@ -250,6 +272,8 @@ def main():
             state_file=dict(type="path"),
             resume_dir=dict(type="path"),
             park_off_after_h=dict(type="float"),
+            batch_size=dict(type="str", default="100%"),
+            wake_batch_size=dict(type="str", default="100%"),
         ),
         mutually_exclusive=[("gear", "groups_on")],
         required_one_of=[("gear", "groups_on")],
@@ -268,6 +292,8 @@ def main():
                         state_file=p["state_file"], resume_dir=p["resume_dir"],
                         park_off_after_h=p["park_off_after_h"])
         out["bmc_check"] = bmc_check(p["hosts"], out)
+        out["wake_batches"] = batches(out["wake_phase_hosts"], p["wake_batch_size"], "wake_batch_size")
+        out["down_batches"] = batches(out["down_hosts"], p["batch_size"], "batch_size")
     except (ShiftError, GearError) as e:
         module.fail_json(msg=str(e))
     module.exit_json(changed=False, **out)

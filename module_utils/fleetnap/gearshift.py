@@ -305,6 +305,27 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
     }
 
 
+def batch_count(size, n, option="batch_size"):
+    """How many of ``n`` hosts one batch takes for ``size``, a number (``"50"``) or a percentage of
+    them (``"10%"``), as Ansible's ``serial`` counts it: a percentage rounds down, a batch is at
+    least one host. ShiftError naming ``option`` for anything else."""
+    text = str(size).strip()
+    pct = text.endswith("%")
+    digits = text[:-1] if pct else text
+    if not digits.isdigit() or len(digits) > 6 or int(digits) < 1 or (pct and int(digits) > 100):
+        raise ShiftError("option %s: must be a number of hosts (at least 1) or a percentage (1%%-100%%), got %r"
+                         % (option, size))
+    return max(1, int(int(digits) / 100.0 * n)) if pct else int(digits)
+
+
+def batches(names, size, option="batch_size"):
+    """``names`` in order, cut in batches of batch_count(size) hosts (the last one may be smaller):
+    what a play with ``serial: size`` over those hosts runs, batch by batch."""
+    names = list(names)
+    k = batch_count(size, len(names), option)
+    return [names[i:i + k] for i in range(0, len(names), k)]
+
+
 def plan_from(hosts, replicas, gmin, gear=None, groups_on=None, day=None, state_file=None, resume_dir=None,
               park_off_after_h=None, now=None):
     """What M(gear_shift_plan) returns: the plan for ``hosts`` (observed) to reach ``gear`` (with

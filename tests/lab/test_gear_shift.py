@@ -65,11 +65,12 @@ class CmdlineWatch(threading.Thread):
             time.sleep(0.05)
 
 
-def shift(lab, state_dir, *extra, check=False, background=False, timeout=900, inventories=(), env=None):
+def shift(lab, state_dir, *extra, check=False, background=False, timeout=900, inventories=(), env=None,
+          playbook=REPO / "playbooks/gear_shift.yml"):
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab")]
     for inv in inventories:
         cmd += ["-i", str(inv)]
-    cmd += [str(REPO / "playbooks/gear_shift.yml"), "-e", "gear_shift_state_dir=%s" % state_dir, *extra]
+    cmd += [str(playbook), "-e", "gear_shift_state_dir=%s" % state_dir, *extra]
     if check:
         cmd.append("--check")
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
@@ -358,6 +359,38 @@ def _slurm_conf_from(lab, sd, hist, acts):
     assert any(ln.startswith("# ResumeTimeout: (worst measured wake %.1f s, " % wake) for ln in conf), conf
     # gear_shift_gmin 1 of 3 groups, rotated daily: any host may be parked, the most one group holds stays up
     assert "SuspendExcNodes=%s:%d" % (hostlist.compress(ALL), max(len(hosts_in(lab, [g])) for g in (1, 2, 3))) in conf
+
+
+def test_include_role_gear_shift_shifts_the_lab_down_a_gear_and_back(all_running, tmp_path):
+    """The role without tasks_from is a whole shift: include_role: gear_shift in a play over the
+    lab, 3 -> 2 (today's group parked in S3) and 2 -> 3 (woken by magic packets), each verified by
+    the lab itself (QMP says suspended / running) and recorded ok."""
+    lab = all_running
+    sd = tmp_path / "gear"
+    play = tmp_path / "shift.yml"
+    play.write_text("- name: A gear shift as a collection user writes it\n  hosts: all\n  gather_facts: false\n"
+                    "  tasks:\n    - name: Shift\n      ansible.builtin.include_role:\n        name: gear_shift\n"
+                    "      vars:\n        gear_shift_power_ok: true\n        gear_shift_down_method: suspend\n"
+                    "        gear_shift_up_methods: [wol]\n"
+                    "        gear_shift_resume_dir: %s\n" % (tmp_path / "no-resume-records"))
+    on2, off2 = today_groups(2)
+    down = hosts_in(lab, off2)
+    assert down
+    proc = shift(lab, sd, "-e", "gear_shift_gear=2", playbook=play)
+    assert proc.returncode == 0, why(proc)
+    assert_no_red(proc)
+    assert all(power_of(lab, n) == "suspended" for n in down), {n: power_of(lab, n) for n in ALL}
+    assert all(power_of(lab, n) == "running" for n in ALL if n not in down)
+    assert {n: h["state"] for n, h in state(sd)["hosts"].items() if n in down} == {n: "asleep" for n in down}
+    t0 = time.time()
+    proc = shift(lab, sd, "-e", "gear_shift_gear=3", playbook=play)
+    assert proc.returncode == 0, why(proc)
+    assert_no_red(proc)
+    assert all(power_of(lab, n) == "running" for n in ALL), {n: power_of(lab, n) for n in ALL}
+    assert sorted(e["host"] for e in wol_since(lab, t0, "woke")) == down
+    assert all(h["state"] == "on" for h in state(sd)["hosts"].values())
+    lines = [json.loads(line) for line in (sd / "history.jsonl").read_text().splitlines()]
+    assert [(h["gear"], h["result"]) for h in lines] == [(2, "ok"), (3, "ok")]
 
 
 def test_ipmi_off_then_on_by_each_hosts_methods_and_a_lost_packet(all_running, tmp_path):

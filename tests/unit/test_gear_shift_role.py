@@ -1,7 +1,7 @@
 """The gear_shift role's contract, without a fleet: every phase's argument spec entry point refuses a
 wrong input before the phase does anything; the thin playbook checks every input of the shift in
 its first play, before the lock is taken or any host is looked at; gear_shift_power_ok false shows
-the plan and does nothing; the role without a phase only says how it is used.
+the plan and does nothing; the role without a phase is a whole shift.
 
 The hosts here answer nothing (a bound, never listening port): the observation sees them silent,
 which is all a plan needs. The shifts on hosts with power are in tests/sim and tests/lab.
@@ -146,13 +146,27 @@ def test_without_power_ok_the_plan_is_shown_and_nothing_is_done(tmp_path, silent
     assert not (sd / "shift.lock").exists() and not (sd / "history.jsonl").exists()
 
 
-def test_the_role_without_a_phase_says_how_it_is_used(tmp_path):
+def test_the_role_without_a_phase_is_a_whole_shift(tmp_path, silent_fleet):
+    """include_role: gear_shift in a play over the targets: the whole shift's input check (once),
+    the plan, and with gear_shift_power_ok false nothing else (the shifts with power: tests/lab)."""
+    sd = tmp_path / "gear"
     play = tmp_path / "main.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False,
-                                     "roles": [{"role": "gear_shift", "gear_shift_gear": 1}]}]))
-    proc = run(["-i", "localhost,", play], tmp_path)
-    assert proc.returncode != 0
-    assert "gear_shift is used through its phases" in proc.stdout and "Nothing was done" in proc.stdout
+    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "A whole shift", "ansible.builtin.include_role": {"name": "gear_shift"},
+         "vars": {"gear_shift_gear": 1, "gear_shift_state_dir": str(sd), "gear_shift_probe_timeout_s": 1}}]}]))
+    proc = run(["-i", silent_fleet, play], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "Gear shift plan (gear_shift_power_ok is false: nothing will change)" in out
+    assert "Wake the batch at once" not in out and "Record the shift" not in out
+    assert not (sd / "shift.lock").exists() and not (sd / "history.jsonl").exists()
+    bad = tmp_path / "bad.yml"
+    bad.write_text(play.read_text().replace("gear_shift_probe_timeout_s: 1", "gear_shift_probe_timeout_s: soon")
+                   .replace(str(sd), str(tmp_path / "gear2")))
+    proc = run(["-i", silent_fleet, bad], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Validating arguments against arg spec 'main'" in out, out[-3000:]
+    assert "gear_shift_probe_timeout_s" in out and not (tmp_path / "gear2").exists()
 
 
 def test_the_thin_playbook_is_four_plays_calling_the_phases_in_order():
