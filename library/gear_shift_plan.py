@@ -77,7 +77,8 @@ options:
   batch_size:
     description:
       - Hosts per batch going down, a number (C(50)) or a percentage of the hosts going down (C(10%)), counted as
-        Ansible's C(serial) counts it (a percentage rounds down, at least one host); RV(down_batches) is the result.
+        Ansible's C(serial) counts it (a percentage rounds down and is at least one host, C(0) is every host); RV(down_batches) is the
+        result.
     type: str
     default: 100%
   wake_batch_size:

@@ -307,15 +307,17 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
 
 def batch_count(size, n, option="batch_size"):
     """How many of ``n`` hosts one batch takes for ``size``, a number (``"50"``) or a percentage of
-    them (``"10%"``), as Ansible's ``serial`` counts it: a percentage rounds down, a batch is at
-    least one host. ShiftError naming ``option`` for anything else."""
+    them (``"10%"``), as Ansible's ``serial`` counts it: a percentage rounds down and is at least
+    one host, 0 (or a batch beyond ``n``) is every host. ShiftError naming ``option`` for anything
+    that is not such a size."""
     text = str(size).strip()
     pct = text.endswith("%")
     digits = text[:-1] if pct else text
-    if not digits.isdigit() or len(digits) > 6 or int(digits) < 1 or (pct and int(digits) > 100):
-        raise ShiftError("option %s: must be a number of hosts (at least 1) or a percentage (1%%-100%%), got %r"
+    if not digits.isdigit() or len(digits) > 6:
+        raise ShiftError("option %s: must be a number of hosts or a percentage of them (50, 10%%), got %r"
                          % (option, size))
-    return max(1, int(int(digits) / 100.0 * n)) if pct else int(digits)
+    k = (int(int(digits) / 100.0 * n) or 1) if pct else int(digits)
+    return n if k <= 0 or k > n else k
 
 
 def batches(names, size, option="batch_size"):
@@ -323,7 +325,7 @@ def batches(names, size, option="batch_size"):
     what a play with ``serial: size`` over those hosts runs, batch by batch."""
     names = list(names)
     k = batch_count(size, len(names), option)
-    return [names[i:i + k] for i in range(0, len(names), k)]
+    return [names[i:i + k] for i in range(0, len(names), k)] if names else []
 
 
 def plan_from(hosts, replicas, gmin, gear=None, groups_on=None, day=None, state_file=None, resume_dir=None,
