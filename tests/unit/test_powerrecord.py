@@ -129,11 +129,17 @@ def test_take_records_refuses_a_bmc_given_twice():
 
 def test_the_roles_collect_the_record_by_the_readers_own_pattern():
     """The playbooks pass every variable of the record's name spaces (so a misspelt one reaches the
-    reader, which refuses it), with the pattern the reader states: no role keeps another list."""
+    reader, which refuses it), with the pattern the reader states: no role keeps another list.
+    gear_member collects its host's with ansible.builtin.varnames; gear_shift collects every
+    target's with the power_records lookup, whose pattern is the reader's (test_power_records)."""
     import re
 
     from conftest import REPO
-    users = {"roles/gear_shift/tasks/observe.yml", "roles/gear_member/vars/main.yml"}
+    users = {"roles/gear_member/vars/main.yml"}
+    lookups = {str(p.relative_to(REPO)) for p in (REPO / "roles").rglob("*.yml")
+               if "query('fleetnap.power.power_records'" in p.read_text()}
+    assert {"roles/gear_shift/tasks/observe_all.yml", "roles/gear_shift/tasks/wake.yml",
+            "roles/gear_shift/vars/main.yml"} == lookups
     found = {}
     for path in sorted((REPO / "roles").rglob("*.yml")):
         for m in re.finditer(r"query\('ansible\.builtin\.varnames', '([^']+)'\)", path.read_text()):
