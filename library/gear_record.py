@@ -76,6 +76,9 @@ options:
         once, failed, with the details of both.
       - Omitted, the running shift's own, as its batches wrote them into the state file's journal
         (M(gear_state), the shift holding O(lock_file)); none without O(lock_file).
+      - When the running shift resumed one that was killed (M(gear_shift_plan)'s journal), the killed run's actions
+        come first, and this run's action for a host and action replaces it; the record's C(resumed) names the
+        killed run (its lock owner, when it started, how many actions it did and which failed).
     type: list
     elements: dict
   result:
@@ -206,7 +209,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 record:
-  description: The state file's document (gear, target and requested gear, result, reason, hosts, actions, times).
+  description:
+    - The state file's document (gear, target and requested gear, result, reason, hosts, actions, times).
+    - C(resumed) (also in the history line) when the shift resumed a killed one - C(shift), C(since), C(actions)
+      (how many) and C(failed).
   returned: always
   type: dict
 result:
@@ -324,10 +330,16 @@ def main():
     check_params(module, CHECKS)
     now = time.time()
     try:
+        resumed = None
         if p["actions"] is None:
-            # the shift's actions as its batches wrote them (gear_state), before this replaces the file
-            p["actions"] = journal.actions(journal.read(p["state_file"]), journal.shift_of(p["lock_file"])) \
-                if p["lock_file"] else []
+            # the shift's actions as its batches wrote them (gear_state), before this replaces the
+            # file, after those of a killed run it resumed (gear_shift_plan)
+            p["actions"] = []
+            if p["lock_file"]:
+                doc, shift = journal.read(p["state_file"]), journal.shift_of(p["lock_file"])
+                resumed = journal.resumed_of(doc, shift)
+                p["actions"] = journal.later_wins(resumed["actions"], journal.actions(doc, shift)) \
+                    if resumed else journal.actions(doc, shift)
         if len(p["actions"]) > MAX_ACTIONS:
             raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
         if p["observed_before"] and (p["observed"] is None or p["plan"].get("down_hosts")):
@@ -374,7 +386,7 @@ def main():
             result, reason = outcome(p["plan"], p["after"], actions)
         finished = datetime.fromtimestamp(now, timezone.utc).isoformat()
         rec = record(p["plan"], p["after"], actions, result, reason, p["started"], finished,
-                     max(0.0, now - p["started_epoch"]))
+                     max(0.0, now - p["started_epoch"]), resumed)
         line = json.dumps(history_line(rec, p["after"]), sort_keys=True, allow_nan=False) + "\n"
         sep = "" if not history_text or history_text.endswith("\n") else "\n"
         history = read_history((history_text + sep + line).splitlines(), p["history_file"])

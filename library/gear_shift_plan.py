@@ -12,7 +12,8 @@ short_description: Decide what every host does in a gear shift, from what was ob
 description:
   - Internal. A step of the gear_shift role (its plan phase), documented for those who compose the
     role's phases themselves; a playbook of one's own calls C(fleetnap.power.gear_shift).
-  - Runs on the controller (C(delegate_to=localhost), C(run_once=true)) and only computes.
+  - Runs on the controller (C(delegate_to=localhost), C(run_once=true)) and computes; with O(lock_file) it also
+    writes the plan into the shift's journal (the state file's C(in_progress)), which is all it writes.
   - The target groups come from O(gear) with the day's group rotation (the rotation of
     M(gear_plan), Sierra section 3.7), or from O(groups_on) (for example M(gear_plan)'s
     C(now.groups_on)).
@@ -85,11 +86,23 @@ options:
     description: Hosts per wave woken, as O(batch_size), of the hosts the wake phase acts on; RV(wake_batches) is the result.
     type: str
     default: 100%
+  lock_file:
+    description:
+      - The gear-shift lock (M(shift_lock)), held by this shift. Given, the plan and what was observed (per host its
+        state, action and method, the gear and its groups) are written into the journal in O(state_file)
+        (C(in_progress), atomically), which the shift's batches (M(gear_state)) and its record (M(gear_record)) go on
+        with.
+      - When the journal holds the C(in_progress) of another shift, that shift was killed before its record (the
+        lock was taken over from its dead owner), and this shift resumes it. Its actions are kept for the record
+        (RV(resumed)); its failures are reported and are no reason to stop, since this plan comes from what was
+        observed now.
+      - Omitted, the module writes nothing.
+    type: path
 attributes:
   check_mode:
     support: full
     details:
-      - The module only reads; it runs unchanged in check mode.
+      - In check mode nothing is written; the plan and RV(resumed) are returned as they would be.
   diff_mode:
     support: none
   platform:
@@ -237,14 +250,27 @@ table:
   description: RV(rows) as a fixed-width text table.
   returned: success
   type: str
+resumed:
+  description:
+    - The killed shift this one resumes (see O(lock_file)) - C(shift) (its lock owner), C(since), C(updated),
+      C(gear), C(actions) (its batches' results, a failure winning per host and action) and C(failed); null when
+      there is none.
+  returned: with O(lock_file)
+  type: dict
+journal_written:
+  description: Whether the plan was written into the journal (false without O(lock_file) and in check mode).
+  returned: success
+  type: bool
 """
 
+import time
 from datetime import date as dt_date
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio, journal
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError, batches, bmc_check, plan_from
-from ansible.module_utils.fleetnap.validate import all_of, check_params, items, number, numbers, path, text
+from ansible.module_utils.fleetnap.validate import ParamError, all_of, check_params, items, number, numbers, path, text
 
 CHECKS = {
     "hosts": items(100000),
@@ -258,6 +284,7 @@ CHECKS = {
     "park_off_after_h": number(lo=0, lo_open=True, hi=24 * 366),
     "batch_size": text(max_len=8),
     "wake_batch_size": text(max_len=8),
+    "lock_file": path(),
 }
 
 
@@ -275,8 +302,10 @@ def main():
             park_off_after_h=dict(type="float"),
             batch_size=dict(type="str", default="100%"),
             wake_batch_size=dict(type="str", default="100%"),
+            lock_file=dict(type="path"),
         ),
         mutually_exclusive=[("gear", "groups_on")],
+        required_by={"lock_file": "state_file"},
         required_one_of=[("gear", "groups_on")],
         supports_check_mode=True,
     )
@@ -295,9 +324,19 @@ def main():
         out["bmc_check"] = bmc_check(p["hosts"], out)
         out["wake_batches"] = batches(out["wake_phase_hosts"], p["wake_batch_size"], "wake_batch_size")
         out["down_batches"] = batches(out["down_hosts"], p["batch_size"], "batch_size")
-    except (ShiftError, GearError) as e:
+        out["journal_written"] = False
+        if p["lock_file"]:
+            doc = journal.read(p["state_file"])
+            out["resumed"] = journal.begin(doc, journal.shift_of(p["lock_file"]), out, time.time())
+            if not module.check_mode:
+                journal.write(p["state_file"], doc, module)
+                out["journal_written"] = True
+    except (ShiftError, GearError, ParamError) as e:
         module.fail_json(msg=str(e))
-    module.exit_json(changed=False, **out)
+    except (OSError, fileio.HostFsError) as e:
+        module.fail_json(msg="could not write the plan into the journal %s: %s (the file is as it was)"
+                             % (p["state_file"], e))
+    module.exit_json(changed=out["journal_written"], **out)
 
 
 if __name__ == "__main__":

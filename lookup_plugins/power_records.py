@@ -38,6 +38,16 @@ options:
     description: The value of an O(inventory) fact a host sets none of its variables for (an empty value is left out).
     type: dict
     default: {}
+  merge:
+    description:
+      - Names of variables (facts a play set on the host) whose value, a dictionary, is merged into the host's entry
+        at its top level, in their order; a host without the variable gets nothing from it.
+      - For example what a host's own suspend command said, beside the record that lets a module park it by its BMC,
+        so that no fact ever holds the record (and its password) itself.
+      - A key of the entry's own (C(name), C(address), C(port), C(record), C(inventory)) is refused.
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -88,13 +98,19 @@ def _empty(value):
     return value is None or (isinstance(value, (str, list, tuple, dict)) and len(value) == 0)
 
 
-def records(names, hostvars, inventory=None, defaults=None):
+OWN_KEYS = ("name", "address", "port", "record", "inventory")
+
+
+def records(names, hostvars, inventory=None, defaults=None, merge=None):
     """The entries for ``names`` from ``hostvars`` (a mapping of host name to that host's variables,
     as Ansible's HostVars). AnsibleLookupError names what is wrong."""
     inventory = {} if inventory is None else inventory
     defaults = {} if defaults is None else defaults
+    merge = [] if merge is None else merge
     if not isinstance(inventory, dict) or not isinstance(defaults, dict):
         raise AnsibleLookupError("power_records: inventory and defaults must be dictionaries")
+    if not isinstance(merge, (list, tuple)) or not all(isinstance(m, str) and m for m in merge):
+        raise AnsibleLookupError("power_records: merge must be a list of variable names")
     for key, candidates in inventory.items():
         if not isinstance(key, str) or not isinstance(candidates, (list, tuple)) or \
                 not all(isinstance(c, str) for c in candidates):
@@ -120,6 +136,18 @@ def records(names, hostvars, inventory=None, defaults=None):
             if not _empty(value):
                 facts[key] = value
         entry["inventory"] = facts
+        for var in merge:
+            if var not in hv:
+                continue
+            extra = hv[var]
+            if not isinstance(extra, dict):
+                raise AnsibleLookupError("power_records: %s of %s must be a dictionary to merge, got %s"
+                                         % (var, name, type(extra).__name__))
+            own = sorted(k for k in extra if k in OWN_KEYS)
+            if own:
+                raise AnsibleLookupError("power_records: %s of %s sets the entry's own %s"
+                                         % (var, name, ", ".join(own)))
+            entry.update(extra)
         out.append(entry)
     return out
 
@@ -130,4 +158,5 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         if not variables or "hostvars" not in variables:
             raise AnsibleLookupError("power_records: no host variables to read (run it in a play)")
-        return records(list(terms), variables["hostvars"], self.get_option("inventory"), self.get_option("defaults"))
+        return records(list(terms), variables["hostvars"], self.get_option("inventory"), self.get_option("defaults"),
+                       self.get_option("merge"))

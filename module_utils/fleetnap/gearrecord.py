@@ -116,15 +116,16 @@ def outcome(plan, after, actions):
     return result, "; ".join(parts)
 
 
-def record(plan, after, actions, result, reason, started, finished, duration_s):
+def record(plan, after, actions, result, reason, started, finished, duration_s, resumed=None):
     """The state file's document (gear_shift_plan reads it as the previous shift's result). A host
     asleep at the end whose park in this shift installed gear_member's resume hook is marked
-    ``resume_hook`` (a mark kept from an earlier shift is in its row already)."""
+    ``resume_hook`` (a mark kept from an earlier shift is in its row already). ``resumed``: the
+    killed run this shift resumed (journal.begin), named with its count of actions and its failures."""
     hooked = set(a["host"] for a in actions if a.get("action") == "down" and a.get("ok") is True
                  and a.get("resume_hook") is True)
     hosts = dict((r["host"], dict(r, resume_hook=True) if r["host"] in hooked and r.get("state") == "asleep" else r)
                  for r in after["rows"])
-    return {
+    doc = {
         "gear": after["current_gear"],
         "target_gear": plan["gear"],
         "requested_gear": plan["requested"]["gear"],
@@ -141,11 +142,17 @@ def record(plan, after, actions, result, reason, started, finished, duration_s):
         "hosts": hosts,
         "actions": actions,
     }
+    if resumed:
+        doc["resumed"] = {"shift": resumed.get("shift"), "since": resumed.get("since"),
+                          "actions": len(resumed.get("actions") or []), "failed": resumed.get("failed") or []}
+    return doc
 
 
 def history_line(rec, after):
     """A line of history.jsonl: the shift and every host's power state at its end."""
     line = dict((k, rec[k]) for k in HISTORY_KEYS)
+    if "resumed" in rec:
+        line["resumed"] = rec["resumed"]
     line["power"] = dict((r["host"], r.get("state")) for r in after["rows"])
     # What each park and wake of the shift took (slurmconf: Slurm's timeouts from measurements).
     line["took"] = dict((a["host"], {"action": a["action"], "ok": a.get("ok") is True, "method": a.get("method") or "",

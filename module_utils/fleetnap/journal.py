@@ -90,6 +90,12 @@ def _dicts(value):
     return [x for x in value if isinstance(x, dict)] if isinstance(value, list) else []
 
 
+def _actions(value):
+    """The entries of a journal's list that are actions: objects with a host name (the rest of a
+    hand-edited or foreign file is not an action; gear_record checks the actions it records)."""
+    return [x for x in _dicts(value) if isinstance(x.get("host"), str)]
+
+
 def stop_reason(doc, shift):
     """Why this shift must not go lower ("" when nothing of this shift failed)."""
     return "; ".join("%s: %s failed (%s)" % (f.get("host"), f.get("action"), f.get("msg"))
@@ -98,7 +104,7 @@ def stop_reason(doc, shift):
 
 def actions(doc, shift):
     """Every action this shift's batches wrote, a failure winning per host and action."""
-    return failure_wins(_dicts(progress_of(doc, shift).get("actions")))
+    return failure_wins(_actions(progress_of(doc, shift).get("actions")))
 
 
 def failures(results):
@@ -135,6 +141,61 @@ def note_batch(doc, shift, results, now):
     if failed:
         progress["failed"] = _dicts(progress.get("failed")) + failed
     return failed
+
+
+def later_wins(earlier, later):
+    """The actions of two runs of one shift (a killed run, then the run that resumed it): the later
+    run's action for a host and action replaces the earlier run's, whatever either says (the later
+    one is what happened last); within each run a failure wins (failure_wins)."""
+    later = failure_wins(_actions(later))
+    done = set((a["host"], a.get("action")) for a in later)
+    return [a for a in failure_wins(_actions(earlier)) if (a["host"], a.get("action")) not in done] + later
+
+
+def _plan_summary(plan):
+    """What the journal keeps of a plan: the gear, its groups, and per host the observed state and
+    the action decided (the record's own ``planned`` rows are the whole rows)."""
+    return {"gear": plan.get("gear"), "groups_on": plan.get("groups_on"), "date": plan.get("date"),
+            "result": plan.get("result"),
+            "rows": [dict((k, r.get(k)) for k in ("host", "state", "action", "method"))
+                     for r in _dicts(plan.get("rows"))]}
+
+
+def begin(doc, shift, plan, now):
+    """Write this shift's observation and plan into the document's ``in_progress`` (changed in
+    place). The caller holds the gear-shift lock, so an ``in_progress`` of another shift is one that
+    was killed before its record: this shift resumes it - its actions and failures are kept under
+    ``resumed`` (a chain of killed runs folded into one, the later run winning per host and action)
+    for the record, and are no reason to stop (this shift planned from what it observed now). The
+    same shift planning again keeps its own actions. Returns the resumed part, or None."""
+    if not shift:
+        raise ParamError("the shift's journal needs the gear-shift lock's owner: take the lock first (shift_lock)")
+    current = doc.get("in_progress") if isinstance(doc.get("in_progress"), dict) else None
+    progress = {"shift": shift, "since": now, "updated": now, "plan": _plan_summary(plan)}
+    resumed = None
+    if current is not None and current.get("shift") == shift:
+        for key in ("since", "actions", "failed", "resumed"):
+            if key in current:
+                progress[key] = current[key]
+    elif current is not None:
+        earlier = current.get("resumed") if isinstance(current.get("resumed"), dict) else {}
+        resumed = {"shift": current.get("shift") if isinstance(current.get("shift"), str) else None,
+                   "since": current.get("since"), "updated": current.get("updated"),
+                   "gear": (current.get("plan") or {}).get("gear") if isinstance(current.get("plan"), dict) else None,
+                   "actions": later_wins(earlier.get("actions"), current.get("actions")),
+                   "failed": _dicts(earlier.get("failed")) + _dicts(current.get("failed"))}
+        if len(resumed["actions"]) > MAX_ACTIONS:
+            raise ParamError("the killed shift's journal holds more than %d actions: fix or remove the state file"
+                             % MAX_ACTIONS)
+        progress["resumed"] = resumed
+    doc["in_progress"] = progress
+    return resumed
+
+
+def resumed_of(doc, shift):
+    """The killed shift this one resumed (begin), or None."""
+    resumed = progress_of(doc, shift).get("resumed")
+    return resumed if isinstance(resumed, dict) else None
 
 
 def write(real, doc, module):

@@ -361,38 +361,6 @@ def _slurm_conf_from(lab, sd, hist, acts):
     assert "SuspendExcNodes=%s:%d" % (hostlist.compress(ALL), max(len(hosts_in(lab, [g])) for g in (1, 2, 3))) in conf
 
 
-def test_include_role_gear_shift_shifts_the_lab_down_a_gear_and_back(all_running, tmp_path):
-    """The role without tasks_from is a whole shift: include_role: gear_shift in a play over the
-    lab, 3 -> 2 (today's group parked in S3) and 2 -> 3 (woken by magic packets), each verified by
-    the lab itself (QMP says suspended / running) and recorded ok."""
-    lab = all_running
-    sd = tmp_path / "gear"
-    play = tmp_path / "shift.yml"
-    play.write_text("- name: A gear shift as a collection user writes it\n  hosts: all\n  gather_facts: false\n"
-                    "  tasks:\n    - name: Shift\n      ansible.builtin.include_role:\n        name: gear_shift\n"
-                    "      vars:\n        gear_shift_power_ok: true\n        gear_shift_down_method: suspend\n"
-                    "        gear_shift_up_methods: [wol]\n"
-                    "        gear_shift_resume_dir: %s\n" % (tmp_path / "no-resume-records"))
-    on2, off2 = today_groups(2)
-    down = hosts_in(lab, off2)
-    assert down
-    proc = shift(lab, sd, "-e", "gear_shift_gear=2", playbook=play)
-    assert proc.returncode == 0, why(proc)
-    assert_no_red(proc)
-    assert all(power_of(lab, n) == "suspended" for n in down), {n: power_of(lab, n) for n in ALL}
-    assert all(power_of(lab, n) == "running" for n in ALL if n not in down)
-    assert {n: h["state"] for n, h in state(sd)["hosts"].items() if n in down} == {n: "asleep" for n in down}
-    t0 = time.time()
-    proc = shift(lab, sd, "-e", "gear_shift_gear=3", playbook=play)
-    assert proc.returncode == 0, why(proc)
-    assert_no_red(proc)
-    assert all(power_of(lab, n) == "running" for n in ALL), {n: power_of(lab, n) for n in ALL}
-    assert sorted(e["host"] for e in wol_since(lab, t0, "woke")) == down
-    assert all(h["state"] == "on" for h in state(sd)["hosts"].values())
-    lines = [json.loads(line) for line in (sd / "history.jsonl").read_text().splitlines()]
-    assert [(h["gear"], h["result"]) for h in lines] == [(2, "ok"), (3, "ok")]
-
-
 def test_ipmi_off_then_on_by_each_hosts_methods_and_a_lost_packet(all_running, tmp_path):
     """Power off by IPMI (3 -> 1), then on (1 -> 3), each host by its own fleetnap_power_methods:
     one host [ipmi] only (no magic packet is sent for it), one whose magic packets the WoL relay
@@ -544,12 +512,18 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     assert "in_progress" in st
     for name in gone:
         assert st["hosts"][name]["state"] == "asleep", st
+    # the killed shift's plan is in its journal: what it observed and decided for every host
+    killed = st["in_progress"]
+    planned = {r["host"]: r for r in killed["plan"]["rows"]}
+    assert killed["plan"]["gear"] == 1 and all(planned[n]["action"] == "down" for n in down), killed
     proc = shift(lab, sd, "-e", "gear_shift_gear=3")
     assert proc.returncode == 0, why(proc)
     assert "no longer running" in proc.stdout + proc.stderr   # the stale lock was taken over
+    assert "resuming the shift killed before its record" in proc.stdout, proc.stdout[-3000:]
     assert_no_red(proc)
     st = state(sd)
     assert st["result"] == "ok" and st["gear"] == 3 and st["unhealthy"] == [], st
+    assert st["resumed"]["shift"] == killed["shift"] and st["resumed"]["since"] == killed["since"], st
     woke = {a["host"] for a in st["actions"] if a["ok"] and a["action"] == "up"}
     assert set(gone) <= woke, st["actions"]
     assert all(power_of(lab, n) == "running" for n in ALL)

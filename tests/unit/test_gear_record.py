@@ -395,3 +395,35 @@ def test_without_actions_the_record_reads_its_shifts_journal(tmp_path):
     lock.write_text(json.dumps({"pid": 4343, "start_time": 777, "since": "2026-11-27T11:00:00Z", "cmdline": ["x"]}))
     res = run_module("gear_record", args, check=True)
     assert res["result"] == "ok", res
+
+
+def test_a_shift_that_resumed_a_killed_one_records_both_runs_the_later_winning(tmp_path):
+    """The killed run parked two hosts (one with the resume hook) and failed a third; the run that
+    resumed it (gear_shift_plan's journal) parked the third: the record has every park, the later
+    run's for the third, the hook's mark from the killed run, and names the killed run."""
+    plan, after, actions = shift_down()
+    first, second, third = actions[:3]
+    gear = tmp_path / "gear"
+    gear.mkdir()
+    lock = gear / "shift.lock"
+    lock.write_text(json.dumps({"pid": 4343, "start_time": 778, "since": "2026-11-27T11:00:00Z", "cmdline": ["x"]}))
+    killed = {"shift": "4242/777/2026-11-27T10:00:00Z", "since": "t0", "plan": {"gear": 1},
+              "actions": [dict(first, resume_hook=True), second, dict(third, ok=False, msg="timeout")],
+              "failed": [{"host": third["host"], "action": "down", "msg": "timeout"}]}
+    from ansible.module_utils.fleetnap import journal as jr
+    doc = {"hosts": {}, "in_progress": killed}
+    jr.begin(doc, "4343/778/2026-11-27T11:00:00Z", plan, "t1")
+    jr.note_batch(doc, "4343/778/2026-11-27T11:00:00Z", [third] + actions[3:], "t2")
+    (gear / "state.json").write_text(json.dumps(doc))
+    args = _args(tmp_path, plan, after, [], lock_file=str(lock))
+    del args["actions"]
+    res = run_module("gear_record", args)
+    rec = res["record"]
+    assert res["result"] == "ok", res
+    assert [(a["host"], a["ok"]) for a in rec["actions"]] == [(a["host"], True) for a in [first, second] + [third]
+                                                               + actions[3:]]
+    assert rec["hosts"][first["host"]].get("resume_hook") is True and "resume_hook" not in rec["hosts"][second["host"]]
+    assert rec["resumed"] == {"shift": killed["shift"], "since": "t0", "actions": 3, "failed": killed["failed"]}
+    line = json.loads((gear / "history.jsonl").read_text().splitlines()[-1])
+    assert line["resumed"] == rec["resumed"]
+    assert "in_progress" not in json.loads((gear / "state.json").read_text())

@@ -282,6 +282,36 @@ def test_gear_shift_plan_module(module_runner, tmp_path):
 
 
 
+def test_the_plan_goes_into_the_journal_and_a_killed_shift_is_resumed(module_runner, tmp_path):
+    """With lock_file the plan (per host its observed state and action) is written into the state
+    file's journal, for the shift holding the lock; another shift's journal there was killed and is
+    resumed (named in the result, its failures no reason to stop); check mode writes nothing."""
+    state = tmp_path / "state.json"
+    lock = tmp_path / "shift.lock"
+    killed = {"shift": "4242/777/2026-11-27T10:00:00Z", "since": "2026-11-27T10:00:01Z", "plan": {"gear": 1},
+              "actions": [{"host": "lab2", "action": "down", "ok": True, "state": "asleep"}],
+              "failed": [{"host": "lab3", "action": "down", "msg": "timeout"}]}
+    state.write_text(json.dumps({"hosts": {"lab2": {"state": "asleep"}}, "in_progress": killed}))
+    lock.write_text(json.dumps({"pid": 4343, "start_time": 778, "since": "2026-11-27T11:00:00Z", "cmdline": ["x"]}))
+    args = {"hosts": fleet({"lab2": "asleep"}), "gear": 3, "state_file": str(state), "lock_file": str(lock)}
+    before = state.read_text()
+    res = module_runner("gear_shift_plan", args, check=True)
+    assert not res.failed and not res.changed and res["journal_written"] is False, res
+    assert res["resumed"]["shift"] == killed["shift"] and res["resumed"]["failed"] == killed["failed"]
+    assert state.read_text() == before
+    res = module_runner("gear_shift_plan", args)
+    assert not res.failed and res.changed and res["journal_written"] is True, res
+    progress = json.loads(state.read_text())["in_progress"]
+    assert progress["shift"] == "4343/778/2026-11-27T11:00:00Z" and progress["plan"]["gear"] == 3
+    assert {r["host"]: (r["state"], r["action"]) for r in progress["plan"]["rows"]}["lab2"] == ("asleep", "up")
+    assert progress["resumed"]["actions"] == killed["actions"] and "failed" not in progress
+    # without the lock held there is no shift to write for: refused, the file as it was
+    lock.unlink()
+    before = state.read_text()
+    res = module_runner("gear_shift_plan", args)
+    assert res.failed and "take the lock first" in res["msg"] and state.read_text() == before, res
+
+
 def test_shift_lock_module(module_runner, tmp_path):
     lock = tmp_path / "gear" / "shift.lock"
     holder = subprocess.Popen(["sleep", "60"])

@@ -105,3 +105,67 @@ def test_without_a_shift_batches_keep_adding_to_the_same_in_progress():
     progress = doc["in_progress"]
     assert [a["host"] for a in progress["actions"]] == ["n1", "n2"]
     assert [f["host"] for f in progress["failed"]] == ["n1"] and progress["updated"] == "t2"
+
+
+C = "4444/779/2026-11-27T12:00:00Z"
+
+
+def down(host, ok=True, **kw):
+    return dict({"host": host, "action": "down", "ok": ok, "state": "asleep" if ok else "on"}, **kw)
+
+
+PLAN = {"gear": 1, "groups_on": [1], "date": "2026-11-27", "result": "ok", "up_hosts": [],
+        "rows": [{"host": "n1", "state": "on", "action": "down", "method": "suspend", "group": 2, "why": "x"},
+                 {"host": "n2", "state": "on", "action": "down", "method": "suspend", "group": 3, "why": "y"}]}
+
+
+def test_the_plan_is_written_into_the_journal_and_a_killed_shift_is_resumed():
+    doc = {"hosts": {}}
+    assert journal.begin(doc, A, PLAN, "t0") is None
+    assert doc["in_progress"]["plan"] == {"gear": 1, "groups_on": [1], "date": "2026-11-27", "result": "ok", "rows": [
+        {"host": "n1", "state": "on", "action": "down", "method": "suspend"},
+        {"host": "n2", "state": "on", "action": "down", "method": "suspend"}]}
+    journal.note_batch(doc, A, [down("n1", resume_hook=True), down("n2", ok=False, msg="masked")], "t1")
+    assert journal.stop_reason(doc, A)
+    # A is killed; B took the lock over and plans: it resumes A
+    resumed = journal.begin(doc, B, dict(PLAN, gear=3), "t2")
+    assert resumed["shift"] == A and resumed["since"] == "t0" and resumed["gear"] == 1
+    assert [(a["host"], a["ok"]) for a in resumed["actions"]] == [("n1", True), ("n2", False)]
+    assert resumed["failed"] == [{"host": "n2", "action": "down", "msg": "masked"}]
+    assert doc["in_progress"]["shift"] == B and doc["in_progress"]["plan"]["gear"] == 3
+    # A's failure is no reason for B to stop (B planned from what it observed), and not B's action
+    assert journal.stop_reason(doc, B) == "" and journal.actions(doc, B) == []
+    journal.note_batch(doc, B, [up("n1")], "t3")
+    assert journal.resumed_of(doc, B) == resumed and doc["in_progress"]["plan"]["gear"] == 3
+    # B planning again (the same shift) keeps its own actions and what it resumed
+    assert journal.begin(doc, B, PLAN, "t4") is None
+    assert [a["host"] for a in journal.actions(doc, B)] == ["n1"] and journal.resumed_of(doc, B) == resumed
+    # B is killed too: C resumes both, folded, the later run winning per host and action
+    journal.note_batch(doc, B, [down("n2")], "t5")
+    folded = journal.begin(doc, C, PLAN, "t6")
+    assert folded["shift"] == B
+    assert [(a["host"], a["action"], a["ok"]) for a in folded["actions"]] == [
+        ("n1", "down", True), ("n1", "up", True), ("n2", "down", True)]
+    assert folded["failed"] == resumed["failed"]      # what failed is still told
+    with pytest.raises(ParamError, match="take the lock first"):
+        journal.begin(doc, None, PLAN, "t7")
+
+
+def test_the_later_run_wins_per_host_and_action_and_a_failure_within_a_run():
+    earlier = [down("n1", ok=False, msg="timeout"), down("n2"), up("n3")]
+    later = [down("n1"), down("n1", ok=False, msg="health"), up("n4")]
+    got = journal.later_wins(earlier, later)
+    assert [(a["host"], a["action"], a["ok"]) for a in got] == [
+        ("n2", "down", True), ("n3", "up", True), ("n1", "down", False), ("n4", "up", True)]
+    assert got[2]["msg"] != "timeout"         # the later run's failure, not the earlier one's
+    # what is not an action (no host name, not an object) is left out, never a traceback
+    assert journal.later_wins(None, "garbage") == []
+    assert journal.later_wins([{"x": 1}, {"host": ["n1"]}, "n1", down("n5")], []) == [down("n5")]
+
+
+def test_a_killed_journal_too_large_is_refused_naming_the_file_to_fix(monkeypatch):
+    monkeypatch.setattr(journal, "MAX_ACTIONS", 2)
+    doc = {"hosts": {}, "in_progress": {"shift": A, "actions": [up("n1"), up("n2"), up("n3")]}}
+    with pytest.raises(ParamError, match="more than 2 actions: fix or remove the state file"):
+        journal.begin(doc, B, PLAN, "t")
+    assert doc["in_progress"]["shift"] == A      # unchanged

@@ -63,6 +63,29 @@ def test_bad_inputs_are_refused_naming_them(names, inventory, defaults, message)
         power_records.records(names, HOSTVARS, inventory, defaults)
 
 
+def test_merge_puts_a_hosts_own_fact_at_the_top_of_its_entry():
+    """What a host's suspend said travels in a fact without its record; the lookup joins the two."""
+    hostvars = dict(HOSTVARS, a=dict(HOSTVARS["a"], said={"down_method": "suspend", "since": 1.5}, more={"x": 1}))
+    a, b = power_records.records(["a", "b"], hostvars, merge=["said", "more"])
+    assert a["down_method"] == "suspend" and a["since"] == 1.5 and a["x"] == 1
+    assert a["record"]["fleetnap_bmc_password"] == "s3cret"
+    assert set(b) == {"name", "address", "port", "record", "inventory"}   # no fact, nothing merged
+
+
+@pytest.mark.parametrize("merge, value, message", [
+    ("said", None, "merge must be a list of variable names"),
+    ([""], None, "merge must be a list of variable names"),
+    ([3], None, "merge must be a list of variable names"),
+    (["said"], "suspend", "said of a must be a dictionary to merge, got str"),
+    (["said"], ["suspend"], "said of a must be a dictionary to merge, got list"),
+    (["said"], {"record": {}, "address": "x"}, "said of a sets the entry's own address, record"),
+])
+def test_bad_merges_are_refused_naming_them(merge, value, message):
+    hostvars = dict(HOSTVARS, a=dict(HOSTVARS["a"], said=value))
+    with pytest.raises(AnsibleLookupError, match=message):
+        power_records.records(["a"], hostvars, merge=merge)
+
+
 def test_through_ansible_with_a_real_inventory(tmp_path):
     """A real inventory (group and host variables, a template) through a real ansible-playbook:
     the values are the hosts' own, templated; localhost's are not asked for."""
@@ -76,9 +99,10 @@ def test_through_ansible_with_a_real_inventory(tmp_path):
     play = tmp_path / "play.yml"
     out = tmp_path / "out.json"
     play.write_text(json.dumps([{"hosts": "all", "gather_facts": False, "tasks": [{
+        "ansible.builtin.set_fact": {"said": {"rc": 0}}, "when": "inventory_hostname == 'n2'"}, {
         "ansible.builtin.copy": {"dest": str(out), "content": "{{ query('fleetnap.power.power_records', "
                                  "*ansible_play_hosts_all, inventory={'down_method': ['fleetnap_down_method']}, "
-                                 "defaults={'down_method': 'auto'}) | to_json }}"},
+                                 "defaults={'down_method': 'auto'}, merge=['said']) | to_json }}"},
         "delegate_to": "localhost", "run_once": True}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)], capture_output=True,
@@ -89,3 +113,4 @@ def test_through_ansible_with_a_real_inventory(tmp_path):
                          "record": {"fleetnap_power_methods": ["wol", "ipmi"], "fleetnap_rack": "rack1",
                                     "fleetnap_gear_group": 1}}
     assert got["n2"]["port"] == 2200 and got["n2"]["inventory"] == {"down_method": "off"}
+    assert got["n2"]["rc"] == 0    # a fact the play set on n2, merged (n1 set none: its entry is above)
