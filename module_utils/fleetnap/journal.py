@@ -179,17 +179,28 @@ def begin(doc, shift, plan, now):
                 progress[key] = current[key]
     elif current is not None:
         earlier = current.get("resumed") if isinstance(current.get("resumed"), dict) else {}
-        resumed = {"shift": current.get("shift") if isinstance(current.get("shift"), str) else None,
-                   "since": current.get("since"), "updated": current.get("updated"),
-                   "gear": (current.get("plan") or {}).get("gear") if isinstance(current.get("plan"), dict) else None,
+        plan_then = current.get("plan") if isinstance(current.get("plan"), dict) else {}
+        resumed = {"shift": _text(current.get("shift")), "since": _text(current.get("since")),
+                   "updated": _text(current.get("updated")),
+                   "gear": plan_then.get("gear") if type(plan_then.get("gear")) is int else None,
                    "actions": later_wins(earlier.get("actions"), current.get("actions")),
-                   "failed": _dicts(earlier.get("failed")) + _dicts(current.get("failed"))}
+                   "failed": _failed(earlier.get("failed")) + _failed(current.get("failed"))}
         if len(resumed["actions"]) > MAX_ACTIONS:
             raise ParamError("the killed shift's journal holds more than %d actions: fix or remove the state file"
                              % MAX_ACTIONS)
         progress["resumed"] = resumed
     doc["in_progress"] = progress
     return resumed
+
+
+def _text(value, limit=200):
+    return value[:limit] if isinstance(value, str) else None
+
+
+def _failed(value):
+    """A journal's failures in the one shape failures() writes (host, action, msg: text)."""
+    return [{"host": f["host"][:200], "action": str(f.get("action") or "")[:20],
+             "msg": str(f.get("msg") or "failed")[:500]} for f in _actions(value)]
 
 
 def resumed_of(doc, shift):

@@ -169,3 +169,15 @@ def test_a_killed_journal_too_large_is_refused_naming_the_file_to_fix(monkeypatc
     with pytest.raises(ParamError, match="more than 2 actions: fix or remove the state file"):
         journal.begin(doc, B, PLAN, "t")
     assert doc["in_progress"]["shift"] == A      # unchanged
+
+
+def test_what_is_resumed_has_the_journals_shapes_whatever_the_file_held():
+    """A hand-edited or foreign journal: what is resumed is text, an integer gear, actions with a
+    host, failures as failures() writes them - never a traceback, never a structure passed on."""
+    doc = {"hosts": {}, "in_progress": {"shift": {"pid": 1}, "since": ["x"], "updated": "u" * 500,
+                                        "plan": {"gear": "1"}, "actions": [up("n1"), {"ok": True}, 3],
+                                        "failed": [{"host": "n2", "action": ["down"], "msg": {"a": 1}}, {"msg": "x"}]}}
+    got = journal.begin(doc, B, PLAN, "t")
+    assert got["shift"] is None and got["since"] is None and got["updated"] == "u" * 200 and got["gear"] is None
+    assert got["actions"] == [up("n1")]
+    assert got["failed"] == [{"host": "n2", "action": "['down']", "msg": "{'a': 1}"}]
