@@ -338,8 +338,7 @@ def main():
             if p["lock_file"]:
                 doc, shift = journal.read(p["state_file"]), journal.shift_of(p["lock_file"])
                 resumed = journal.resumed_of(doc, shift)
-                p["actions"] = journal.later_wins(resumed["actions"], journal.actions(doc, shift)) \
-                    if resumed else journal.actions(doc, shift)
+                p["actions"] = journal.later_wins(resumed["actions"] if resumed else [], journal.actions(doc, shift))
         if len(p["actions"]) > MAX_ACTIONS:
             raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
         if p["observed_before"] and (p["observed"] is None or p["plan"].get("down_hosts")):

@@ -204,9 +204,14 @@ def _failed(value):
 
 
 def resumed_of(doc, shift):
-    """The killed shift this one resumed (begin), or None."""
-    resumed = progress_of(doc, shift).get("resumed")
-    return resumed if isinstance(resumed, dict) else None
+    """The killed shift this one resumed (begin), or None; in the shapes begin writes, whatever the
+    file holds now."""
+    r = progress_of(doc, shift).get("resumed")
+    if not isinstance(r, dict):
+        return None
+    return {"shift": _text(r.get("shift")), "since": _text(r.get("since")), "updated": _text(r.get("updated")),
+            "gear": r.get("gear") if type(r.get("gear")) is int else None,
+            "actions": failure_wins(_actions(r.get("actions"))), "failed": _failed(r.get("failed"))}
 
 
 def write(real, doc, module):

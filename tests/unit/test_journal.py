@@ -181,3 +181,11 @@ def test_what_is_resumed_has_the_journals_shapes_whatever_the_file_held():
     assert got["shift"] is None and got["since"] is None and got["updated"] == "u" * 200 and got["gear"] is None
     assert got["actions"] == [up("n1")]
     assert got["failed"] == [{"host": "n2", "action": "['down']", "msg": "{'a': 1}"}]
+
+
+def test_a_resumed_part_edited_by_hand_is_read_back_in_its_shapes():
+    doc = {"hosts": {}, "in_progress": {"shift": B, "resumed": {"actions": 5, "failed": "x", "gear": True}}}
+    assert journal.resumed_of(doc, B) == {"shift": None, "since": None, "updated": None, "gear": None,
+                                          "actions": [], "failed": []}
+    doc["in_progress"]["resumed"] = "killed"
+    assert journal.resumed_of(doc, B) is None and journal.resumed_of(doc, A) is None
