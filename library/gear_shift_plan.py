@@ -222,6 +222,10 @@ down_methods:
   description: Host -> how it is parked (C(suspend), C(soft), C(off)), for the hosts going down.
   returned: success
   type: dict
+parked_states:
+  description: Host -> the state it is parked in (C(asleep) by C(suspend), C(off) by C(soft) or C(off)), for the hosts going down.
+  returned: success
+  type: dict
 direction:
   description: C(down), C(up), C(mixed) (a new day's rotation swaps groups) or C(none).
   returned: success

@@ -132,7 +132,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, journal
-from ansible.module_utils.fleetnap.gearshift import failure_wins
+from ansible.module_utils.fleetnap.gearshift import failure_wins, parked_state
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path
 
 # \Z, not $: '$' also matches before a final newline, which let "n2\n" into the state file.
@@ -164,7 +164,7 @@ def decide(event, hosts, rows, results):
     if event == "before_down":
         for r in rows:
             if r["host"] in batch and r.get("action") == "down":
-                out[r["host"]] = "asleep" if (r.get("method") or "suspend") == "suspend" else "off"
+                out[r["host"]] = parked_state(r.get("method"))
         return out
     # A host may have two results (its wake, then what failed after it): a failure wins.
     merged = failure_wins(results)

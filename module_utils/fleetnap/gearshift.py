@@ -177,6 +177,13 @@ def park_method(name, h, parked_since=None, now=None, park_off_after_s=None):
                        % ("soft-off by its BMC if it has no S3" if bmc else "no BMC to fall back on"))
 
 
+def parked_state(method):
+    """The state a host parked by ``method`` is in: S3 (suspend, the default) is asleep, a BMC's
+    soft or hard power-off is off. The one place this mapping lives (the plan's parked_states,
+    gear_state's write-ahead marks)."""
+    return "asleep" if (method or "suspend") == "suspend" else "off"
+
+
 def _rows(hosts, groups_on, expected, unhealthy, parked=None, now=None, park_off_after_s=None):
     parked = parked or {}
     rows = []
@@ -300,6 +307,7 @@ def plan_shift(hosts, replicas, gear, groups_on, expected=None, parked=None, now
         # every host the wake phase acts on (woken, or put back in service), in the plan's order
         "wake_phase_hosts": [r["host"] for r in rows if r["action"] == "up" or r.get("back")],
         "down_methods": dict((r["host"], r["method"]) for r in rows if r["action"] == "down"),
+        "parked_states": dict((r["host"], parked_state(r["method"])) for r in rows if r["action"] == "down"),
         # the hosts' power figures as given (fleetnap_power_w), for gear_energy to check and keep
         "power_w": dict((n, h["power_w"]) for n, h in hosts.items() if h.get("power_w") is not None),
     }

@@ -73,6 +73,20 @@ def test_down_shift_3_to_1_puts_two_groups_down_and_leaves_racks_lit():
     assert all(r["method"] == "suspend" for r in plan["rows"] if r["action"] == "down")
 
 
+def test_the_plan_says_which_state_each_parked_host_will_be_in():
+    """parked_states (Slurm's record of a park, gear_state's write-ahead marks): asleep by S3,
+    off by the BMC's soft or hard power-off; only the hosts going down."""
+    g, on, off = gs.target_groups(3, 1, gear=1, day=DAY)
+    hosts = fleet()
+    soft, hard = sorted(n for n, h in LAB.items() if h["group"] in off)[:2]
+    hosts[soft]["down_method"], hosts[hard]["down_method"] = "soft", "off"
+    plan = gs.plan_shift(hosts, 3, g, on)
+    assert set(plan["parked_states"]) == set(plan["down_hosts"])
+    assert plan["parked_states"][soft] == plan["parked_states"][hard] == "off"
+    assert all(plan["parked_states"][n] == "asleep" for n in plan["down_hosts"] if n not in (soft, hard))
+    assert [gs.parked_state(m) for m in ("suspend", "", None, "soft", "off")] == ["asleep"] * 3 + ["off"] * 2
+
+
 def test_up_shift_wakes_only_sleeping_hosts_and_lists_methods_in_order():
     g, on, off = gs.target_groups(3, 1, gear=1, day=DAY)
     asleep = {n: "asleep" for n, h in LAB.items() if h["group"] in off}
