@@ -182,7 +182,7 @@ def begin(doc, shift, plan, now):
         plan_then = current.get("plan") if isinstance(current.get("plan"), dict) else {}
         resumed = {"shift": _text(current.get("shift")), "since": _text(current.get("since")),
                    "updated": _text(current.get("updated")),
-                   "gear": plan_then.get("gear") if type(plan_then.get("gear")) is int else None,
+                   "gear": _gear(plan_then.get("gear")),
                    "actions": later_wins(earlier.get("actions"), current.get("actions")),
                    "failed": _failed(earlier.get("failed")) + _failed(current.get("failed"))}
         if len(resumed["actions"]) > MAX_ACTIONS:
@@ -191,6 +191,11 @@ def begin(doc, shift, plan, now):
         progress["resumed"] = resumed
     doc["in_progress"] = progress
     return resumed
+
+
+def _gear(value):
+    """A gear number as the plan wrote it (an int, never a bool), or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _text(value, limit=200):
@@ -210,7 +215,7 @@ def resumed_of(doc, shift):
     if not isinstance(r, dict):
         return None
     return {"shift": _text(r.get("shift")), "since": _text(r.get("since")), "updated": _text(r.get("updated")),
-            "gear": r.get("gear") if type(r.get("gear")) is int else None,
+            "gear": _gear(r.get("gear")),
             "actions": failure_wins(_actions(r.get("actions"))), "failed": _failed(r.get("failed"))}
 
 
