@@ -125,21 +125,18 @@ $(CACHE)/ansible-test-offline.stamp: $(LINT_VENV)/.stamp packaging/sanity/offlin
 
 # Stages in order, first failure stops the rest; the lab is taken down whatever happened; each
 # stage's time and the cores busy during it are printed at the end (and each pytest stage lists its
-# slowest tests). lint and test-unit need neither lab nor timing: they run beside test-sim at nice 19
-# (run_stages --beside), taking the CPU the simulator leaves idle (1.15 of the 2 cores busy on
-# average, sampled from /proc), and lab-up waits for what is left of them. They run side by side, not
-# one after the other: test-unit alone keeps 1.58 of the 2 cores busy on average (its tests wait on
-# subprocesses, timeouts and disks: 704 s wall, 1112 s of CPU, 2026-11-28), and lint, mostly one
-# process at a time, takes the rest. One after the other they took 1359-1438 s beside a simulator
-# suite of 580 s; side by side 1293 s (test-sim 645 s, lint 394 s, test-unit 1293 s; 2026-11-29, this
-# repository's 2-core machine): less than the CPU arithmetic says, the unit suite writes 1.8 million
-# small files and is partly bound by the disk. Measured on a clean clone (2026-11-28): the
-# simulator's suite took 577 s with lint beside it, 578 s alone. Tried and not kept: test-unit
-# beside the lab suite at nice 10 (the TCG guests keep both cores busy most of the time: the unit
-# tests took 1770 s there instead of about 520 s alone, and the lab suite was still running after
-# 36 minutes where it takes 30 alone).
+# slowest tests). lint and test-unit need neither lab nor timing: they run beside another stage at
+# nice 19 and in the idle I/O class (run_stages --beside), taking only the CPU and disk it leaves
+# idle. lint runs beside the simulator's suite (1.15 of the 2 cores busy alone); test-unit beside the
+# lab's suite, which keeps 0.94 of the 2 cores busy on average (its tests wait on guests that sleep,
+# boot and answer; 1483 s, clean clone, 2026-11-29) while the unit suite needs about 1100 s of CPU
+# and never waits on the lab. Until stop 49 test-unit ran beside the simulator as well: that phase
+# then lasted as long as the unit suite (1050 s beside a simulator suite of 506 s). Tried before and
+# not kept: test-unit beside the lab suite at nice 10 without the I/O class (the lab then had TCG
+# guests busy on both cores most of the time; the unit tests took 1770 s and the lab suite ran past
+# 36 minutes where it took 30 alone).
 TEST_STAGES := test-sim lab-up test-lab test-molecule
-TEST_BESIDE := --beside lint:test-sim:19 --beside test-unit:test-sim:19
+TEST_BESIDE := --beside lint:test-sim:19 --beside test-unit:test-lab:19
 test: setup
 	FLEETNAP_STRICT_SKIPS=1 $(BIN)/python tests/run_stages.py $(TEST_STAGES) $(TEST_BESIDE) --finally lab-down --log-dir $(ARTIFACTS)
 

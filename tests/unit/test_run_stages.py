@@ -24,7 +24,7 @@ bgfail:
 down:
 \t@echo down >> order
 niced:
-\t@echo niced-$$(nice) >> order; sleep 0.5; echo niced-end >> order
+\t@echo niced-$$(nice) >> order; echo io-$$(ionice | cut -d: -f1) >> order; sleep 0.5; echo niced-end >> order
 failsoon:
 \t@sleep 0.5; echo failsoon >> order; exit 3
 slow:
@@ -76,6 +76,7 @@ def test_stages_beside_run_at_nice_19_from_their_stage_on_and_are_waited_for(tmp
     # after the other; beside their stage (niced and bg both started before 'slow' ended); the
     # stage after it waits for them
     assert order.index("b") < order.index("slow-start") < order.index("niced-19")
+    assert "io-idle" in order       # and in the idle I/O class: its disk writes wait for the stage's
     assert order.index("niced-end") < order.index("bg-start") < order.index("slow-end")
     assert order.index("bg-end") < order.index("a-start") and order[-1] == "down"
     table = proc.stdout[proc.stdout.index("===== stages ====="):]
