@@ -133,7 +133,8 @@ options:
     description:
       - The shift's lock (taken by M(shift_lock)), released once everything is written, as
         M(shift_lock) with C(state=absent) releases it (only when this
-        C(ansible-playbook) run owns it, or its owner is gone), saving one module call per shift.
+        C(ansible-playbook) run owns it, or its owner is gone; a lease only when it is the lease of the shift
+        recorded: the record job of an AWX workflow ends its plan job's lease), saving one module call per shift.
       - Not released when a write failed or in check mode; RV(lock_released) says whether it was
         (a lock that could not be released is a warning, and the caller releases it with M(shift_lock)).
     type: path
@@ -264,7 +265,7 @@ from ansible.module_utils.fleetnap.gearrecord import (
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
 from ansible.module_utils.fleetnap.prom import MetricError, render
-from ansible.module_utils.fleetnap.shiftlock import LockError, guarded, playbook_ancestor, release, stat
+from ansible.module_utils.fleetnap.shiftlock import LockError, guarded, is_lease, playbook_ancestor, read, release, stat
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, items, number, path, text
 
 CHECKS = {
@@ -331,12 +332,13 @@ def main():
     now = time.time()
     try:
         resumed = None
+        shift = journal.shift_of(p["lock_file"]) if p["lock_file"] else None
         if p["actions"] is None:
             # the shift's actions as its batches wrote them (gear_state), before this replaces the
             # file, after those of a killed run it resumed (gear_shift_plan)
             p["actions"] = []
             if p["lock_file"]:
-                doc, shift = journal.read(p["state_file"]), journal.shift_of(p["lock_file"])
+                doc = journal.read(p["state_file"])
                 resumed = journal.resumed_of(doc, shift)
                 p["actions"] = journal.later_wins(resumed["actions"] if resumed else [], journal.actions(doc, shift))
         if len(p["actions"]) > MAX_ACTIONS:
@@ -428,20 +430,26 @@ def main():
         written.append(step)
     except (OSError, fileio.HostFsError) as exc:
         module.fail_json(msg=undo.failure("could not write %s: %s" % (step, exc)))
-    module.exit_json(changed=True, written=written, lock_released=_release(module, p["lock_file"]), **out)
+    module.exit_json(changed=True, written=written, lock_released=_release(module, p["lock_file"], shift), **out)
 
 
-def _release(module, lock_file):
+def _release(module, lock_file, shift):
     """Release the shift's lock after the record (True), or warn why not (False)."""
     if not lock_file:
         return False
-    pid = playbook_ancestor()
-    st = stat(pid) if pid else None
     try:
-        if st is None:
-            raise LockError("no ansible-playbook process above this module to own it")
         with guarded(lock_file):
-            release(lock_file, pid, st[1])
+            owner = read(lock_file)
+            if is_lease(owner):     # a shift spanning jobs: the record ends the lease it recorded, whoever runs it
+                if "lease/%s" % owner["token"] != shift:
+                    raise LockError("the lease is %s's now, not the shift recorded (%s)" % (owner["token"], shift))
+                release(lock_file, None, None, token=owner["token"])
+            else:
+                pid = playbook_ancestor()
+                st = stat(pid) if pid else None
+                if st is None:
+                    raise LockError("no ansible-playbook process above this module to own it")
+                release(lock_file, pid, st[1])
     except LockError as exc:
         module.warn("the shift is recorded; its lock %s was not released: %s" % (lock_file, exc))
         return False

@@ -29,6 +29,13 @@ description:
     JSON object whose fields are not what this module writes (a C(cmdline) that is a number) is
     refused with a message naming the file and the field; remove it by hand.
   - Releasing removes the file only when this run owns it (or with O(force=true)).
+  - With O(lease), the owner is not a process but a lease: a token (O(token), or a new random one,
+    returned in RV(owner)) and an expiry O(lease) seconds from now. That is the lock of a shift that
+    spans several processes, as an AWX workflow runs it: the plan job takes it with a lease, and
+    the record job, given the token, renews it (taking it with the same token) and releases it
+    (O(state=absent) with O(token)). A lease is held until it expires or is released; an expired
+    lease is taken over as a dead owner's lock is. A process lock that is alive refuses a lease and
+    the other way round.
   - Run it on the controller (C(delegate_to=localhost), C(run_once=true)).
 version_added: "0.1.0"
 author:
@@ -53,9 +60,20 @@ options:
     type: str
     default: ""
   force:
-    description: With O(state=absent), remove the lock even when another live process holds it.
+    description: With O(state=absent), remove the lock even when another live owner holds it.
     type: bool
     default: false
+  lease:
+    description:
+      - With O(state=present), hold the lock as a lease of this many seconds (1 to 604800) instead
+        of by the C(ansible-playbook) process; taking it again with the same O(token) renews it.
+    type: int
+  token:
+    description:
+      - The lease's token (letters, digits, C(.), C(_), C(-); at most 64, a letter or digit first).
+        With O(state=present) and O(lease), default a new random one; with O(state=absent), release
+        the lease of this token (a lock of another owner is refused unless it expired).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -84,17 +102,40 @@ EXAMPLES = r"""
     state: absent
   delegate_to: localhost
   run_once: true
+
+- name: A lock for a shift that spans jobs (an AWX workflow's plan job), held two hours
+  shift_lock:
+    path: /var/lib/fleetnap/gear/shift.lock
+    lease: 7200
+    purpose: gear shift to gear 1 (AWX workflow)
+  delegate_to: localhost
+  run_once: true
+  register: lease
+
+- name: Release it in the record job (the token travelled as a workflow artifact)
+  shift_lock:
+    path: /var/lib/fleetnap/gear/shift.lock
+    state: absent
+    token: "{{ lease.owner.token }}"
+  delegate_to: localhost
+  run_once: true
 """
 
 RETURN = r"""
 owner:
-  description: The lock's owner after the call (pid, start_time, cmdline, since, purpose); empty when released.
+  description:
+    - The lock's owner after the call (pid, start_time, cmdline, since, purpose; a lease's token, since, expires
+      (seconds since the epoch), purpose); empty when released.
   returned: always
   type: dict
 took_over:
-  description: The previous owner (a dead process) whose stale lock was replaced.
+  description: The previous owner (a dead process, or an expired lease) whose stale lock was replaced.
   returned: when a stale lock was taken over
   type: dict
+renewed:
+  description: The lease of O(token) was held already and now expires O(lease) seconds from now.
+  returned: when a lease was renewed
+  type: bool
 held:
   description: The lock belongs to this run after the call.
   returned: always
@@ -103,17 +144,20 @@ held:
 
 import os
 import time
+import uuid
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.shiftlock import (
-    LockError, alive, cmdline, create, describe, guarded, playbook_ancestor, read, release, stat,
+    TOKEN, LockError, alive, cmdline, create, describe, guarded, is_lease, playbook_ancestor, read, release, stat,
 )
-from ansible.module_utils.fleetnap.validate import check_params, number, path as path_check, text
+from ansible.module_utils.fleetnap.validate import check_params, name, number, path as path_check, text
 
 CHECKS = {
     "path": path_check(),
     "pid": number(lo=1, hi=2 ** 22, integer=True),
     "purpose": text(max_len=500),
+    "lease": number(lo=1, hi=604800, integer=True),
+    "token": name(TOKEN.pattern, "a token (letters, digits, '.', '_', '-'; at most 64, a letter or digit first)"),
 }
 
 
@@ -125,21 +169,35 @@ def main():
             pid=dict(type="int"),
             purpose=dict(type="str", default=""),
             force=dict(type="bool", default=False),
+            lease=dict(type="int"),
+            token=dict(type="str"),
         ),
+        mutually_exclusive=[("pid", "lease"), ("pid", "token")],
         supports_check_mode=True,
     )
     p = module.params
     check_params(module, CHECKS)
     path = p["path"]
-    pid = p["pid"] if p["pid"] is not None else playbook_ancestor()
-    if pid is None:
-        module.fail_json(msg="shift_lock: no ansible-playbook process above this module (PID %d); run it from "
-                             "ansible-playbook on the controller (delegate_to: localhost) or set pid" % os.getpid())
-    st = stat(pid)
-    if st is None:
-        module.fail_json(msg="shift_lock: owner PID %d is not a running process" % pid)
-    me = {"pid": pid, "start_time": st[1], "cmdline": cmdline(pid),
-          "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "purpose": p["purpose"]}
+    now = time.time()
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    leased = p["lease"] is not None or p["token"] is not None
+    if leased:
+        if p["state"] == "present" and p["lease"] is None:
+            module.fail_json(msg="option token: taking a lease needs option lease (its length in seconds)", held=False)
+        if p["state"] == "absent" and p["token"] is None:
+            module.fail_json(msg="option lease: releasing a lease needs option token (the lease's token)", held=False)
+        pid, st = None, None
+        me = {"token": p["token"] or uuid.uuid4().hex, "since": since, "expires": int(now) + (p["lease"] or 0),
+              "purpose": p["purpose"]}
+    else:
+        pid = p["pid"] if p["pid"] is not None else playbook_ancestor()
+        if pid is None:
+            module.fail_json(msg="shift_lock: no ansible-playbook process above this module (PID %d); run it from "
+                                 "ansible-playbook on the controller (delegate_to: localhost) or set pid" % os.getpid())
+        st = stat(pid)
+        if st is None:
+            module.fail_json(msg="shift_lock: owner PID %d is not a running process" % pid)
+        me = {"pid": pid, "start_time": st[1], "cmdline": cmdline(pid), "since": since, "purpose": p["purpose"]}
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         if module.check_mode:
@@ -165,21 +223,30 @@ def main():
 
 def _decide(module, p, path, pid, st, me):
     if p["state"] == "absent":
-        return release(path, pid, st[1], force=p["force"], check=module.check_mode)
+        return release(path, pid, st[1] if st else None, force=p["force"], check=module.check_mode, token=p["token"])
     current = read(path)
-    mine = current is not None and current.get("pid") == pid and current.get("start_time") == st[1]
+    if "token" in me:
+        mine = is_lease(current) and current.get("token") == me["token"]
+    else:
+        mine = current is not None and not is_lease(current) and current.get("pid") == pid and \
+            current.get("start_time") == st[1]
 
-    if mine:
+    if mine and "token" not in me:
         return {"changed": False, "held": True, "owner": current}
     result = {"changed": True, "held": True, "owner": me}
-    if current is not None:
+    if mine:        # the same lease taken again: renewed from now, since it was first taken
+        me["since"] = current.get("since", me["since"])
+        result["renewed"] = True
+    elif current is not None:
         if alive(current):
-            module.fail_json(msg="another shift holds the lock %s: %s. Wait until it finishes; if that process is "
-                                 "gone the next run takes the lock over" % (path, describe(current)),
+            module.fail_json(msg="another shift holds the lock %s: %s. Wait until it finishes; if that %s the next run "
+                                 "takes the lock over" % (path, describe(current), "lease expires," if is_lease(current)
+                                                          else "process is gone"),
                              owner=current, held=False)
         result["took_over"] = current
-        module.warn("lock %s was left by %s, which is no longer running (an interrupted run): taking it over"
-                    % (path, describe(current)))
+        module.warn("lock %s was left by %s, which %s: taking it over"
+                    % (path, describe(current), "has expired" if is_lease(current)
+                       else "is no longer running (an interrupted run)"))
     if module.check_mode:
         return result
     if current is not None:

@@ -73,6 +73,8 @@ def shift_of(lock_file):
         owner = shiftlock.read(lock_file)
     except shiftlock.LockError as exc:
         raise ParamError("option lock_file: %s" % exc)
+    if shiftlock.is_lease(owner):      # a shift spanning jobs (AWX): its lease, whoever runs the step
+        return "lease/%s" % owner["token"]
     if not owner or owner.get("pid") is None:
         return None
     return "%s/%s/%s" % (owner.get("pid"), owner.get("start_time"), owner.get("since"))

@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The gear-shift lock file on the controller (shift_lock takes and releases it; gear_record
 releases it after the record is written): the owner is the ansible-playbook main process, told
-apart from a recycled PID by its start time; every decision is taken under an exclusive flock of
-PATH.guard. Standard library only (Linux: /proc)."""
+apart from a recycled PID by its start time, or a lease (a token and an expiry: a shift that spans
+several jobs, as an AWX workflow runs it, whose plan job takes the lock and whose record job
+releases it); every decision is taken under an exclusive flock of PATH.guard. Standard library only
+(Linux: /proc)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import stat as stat_mod
+import time
 
 from ansible.module_utils.fleetnap import fileio, parse
 
@@ -68,7 +72,21 @@ def playbook_ancestor():
     return None
 
 
-def alive(owner):
+TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def is_lease(owner):
+    """A lock held by a lease (a token and an expiry), not by a process."""
+    return isinstance(owner, dict) and "token" in owner
+
+
+def alive(owner, now=None):
+    """Whether the lock's owner still holds it: its process runs (the same start time), or its lease
+    has not expired."""
+    if is_lease(owner):
+        expires = owner.get("expires")
+        return isinstance(expires, int) and not isinstance(expires, bool) and \
+            (time.time() if now is None else now) < expires
     pid = owner.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int):
         return False
@@ -84,6 +102,9 @@ FIELDS = {
     "cmdline": ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v)),
     "since": ("a string", lambda v: isinstance(v, str)),
     "purpose": ("a string", lambda v: isinstance(v, str)),
+    "token": ("a token (letters, digits, '.', '_', '-'; at most 64)", lambda v: isinstance(v, str) and bool(TOKEN.match(v))),
+    "expires": ("a whole number (seconds since the epoch)",
+                lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 40),
 }
 
 
@@ -148,6 +169,11 @@ def create(path, me):
 def describe(owner):
     if owner.get("pid") is None and "raw" in owner:
         return "an unreadable lock (not a JSON object: %r)" % owner["raw"][:60]
+    if is_lease(owner):
+        return "the lease %s since %s until %s%s" % (
+            owner.get("token"), owner.get("since", "?"),
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner["expires"])) if isinstance(owner.get("expires"), int) else "?",
+            ", for: %s" % owner["purpose"] if owner.get("purpose") else "")
     return "PID %s (%s) since %s%s" % (owner.get("pid"), " ".join(owner.get("cmdline") or [])[:160] or "?",
                                        owner.get("since", "?"),
                                        ", for: %s" % owner["purpose"] if owner.get("purpose") else "")
@@ -170,16 +196,21 @@ def guarded(path):
         os.close(guard)
 
 
-def release(path, pid, start_time, force=False, check=False):
-    """Remove the lock when (pid, start_time) owns it, its owner is gone, or ``force``:
-    {'changed', 'held', 'owner'}; LockError when another live process holds it. Call it guarded."""
+def release(path, pid, start_time, force=False, check=False, token=None):
+    """Remove the lock when (pid, start_time) owns it - or, given a token, when it is that token's
+    lease -, its owner is gone (or its lease expired), or ``force``: {'changed', 'held', 'owner'};
+    LockError when another live owner holds it. Call it guarded."""
     current = read(path)
     if current is None:
         return {"changed": False, "held": False, "owner": {}}
-    mine = current.get("pid") == pid and current.get("start_time") == start_time
+    if token is not None:
+        mine = is_lease(current) and current.get("token") == token
+    else:
+        mine = not is_lease(current) and current.get("pid") == pid and current.get("start_time") == start_time
     if not mine and not force and alive(current):
-        raise LockError("lock %s belongs to another live process, %s; not removing it (force: true "
-                        "removes it anyway)" % (path, describe(current)), owner=current, held=False)
+        raise LockError("lock %s belongs to another live %s, %s; not removing it (force: true removes it anyway)"
+                        % (path, "lease" if is_lease(current) else "process", describe(current)),
+                        owner=current, held=False)
     if not check:
         try:
             os.unlink(path)

@@ -383,6 +383,17 @@ SHIFT_LOCK = [
      "belongs to another live process"),
     ("lock directory under a file", dict(SL, path="{tmp}/marker/shift.lock"), "cannot create the lock's directory"),
     ("unknown option", dict(SL, timeout=5), "Unsupported parameters"),
+    # a lease: a lock of a shift that spans jobs (an AWX workflow)
+    ("lease and pid", dict(SL, lease=60), "mutually exclusive"),
+    ("lease 0", {"path": "{tmp}/shift.lock", "lease": 0}, "option lease: must be >= 1"),
+    ("lease of a year", {"path": "{tmp}/shift.lock", "lease": 31536000}, "option lease: must be >= 1 and <= 604800"),
+    ("lease text", {"path": "{tmp}/shift.lock", "lease": "long"}, "lease"),
+    ("token without lease", {"path": "{tmp}/shift.lock", "token": "abc"}, "option token: taking a lease needs option lease"),
+    ("token with a slash", {"path": "{tmp}/shift.lock", "lease": 60, "token": "a/b"}, "option token: must be a token"),
+    ("token 65 characters", {"path": "{tmp}/shift.lock", "lease": 60, "token": "t" * 65}, "option token: must be a token"),
+    ("token a newline", {"path": "{tmp}/shift.lock", "state": "absent", "token": "a\nb"}, "option token: must be a token"),
+    ("release a lease without its token", {"path": "{tmp}/shift.lock", "state": "absent", "lease": 60},
+     "option lease: releasing a lease needs option token"),
 ]
 
 # --- resume_summary: pure computation over the cycles measure_resume.yml hands it ---------------

@@ -324,6 +324,19 @@ def test_the_record_releases_the_lock_its_playbook_owns_and_no_other(tmp_path):
         holder.wait()
 
 
+def test_the_record_ends_the_lease_of_the_shift_it_recorded(tmp_path):
+    """A lease (a shift spanning jobs: an AWX workflow's record job ends its plan job's lock), in a
+    process that is not the one that took it: the record reads that shift's journal and releases
+    the lease; a process lock of another live process beside it would stay (the test above)."""
+    import time
+    plan, after, actions = shift_down()
+    lock = tmp_path / "gear" / "shift.lock"
+    lock.parent.mkdir()
+    lock.write_text(json.dumps({"token": "wf-1", "since": "2026-11-29T10:00:00Z", "expires": int(time.time()) + 600}))
+    res = run_module("gear_record", dict(_args(tmp_path, plan, after, actions), lock_file=str(lock)))
+    assert not res.failed and res["lock_released"] is True and not lock.exists(), res
+
+
 def _start_time(pid):
     with open("/proc/%d/stat" % pid) as fh:
         return int(fh.read().rsplit(")", 1)[1].split()[19])
