@@ -134,7 +134,7 @@ options:
       - The shift's lock (taken by M(shift_lock)), released once everything is written, as
         M(shift_lock) with C(state=absent) releases it (only when this
         C(ansible-playbook) run owns it, or its owner is gone; a lease only when it is the lease of the shift
-        recorded: the record job of an AWX workflow ends its plan job's lease), saving one module call per shift.
+        recorded, as the record job of an AWX workflow ends its plan job's lease), saving one module call per shift.
       - Not released when a write failed or in check mode; RV(lock_released) says whether it was
         (a lock that could not be released is a warning, and the caller releases it with M(shift_lock)).
     type: path

@@ -29,9 +29,9 @@ description:
     JSON object whose fields are not what this module writes (a C(cmdline) that is a number) is
     refused with a message naming the file and the field; remove it by hand.
   - Releasing removes the file only when this run owns it (or with O(force=true)).
-  - With O(lease), the owner is not a process but a lease: a token (O(token), or a new random one,
+  - With O(lease), the owner is not a process but a lease - a token (O(token), or a new random one,
     returned in RV(owner)) and an expiry O(lease) seconds from now. That is the lock of a shift that
-    spans several processes, as an AWX workflow runs it: the plan job takes it with a lease, and
+    spans several processes, as an AWX workflow runs it - the plan job takes it with a lease, and
     the record job, given the token, renews it (taking it with the same token) and releases it
     (O(state=absent) with O(token)). A lease is held until it expires or is released; an expired
     lease is taken over as a dead owner's lock is. A process lock that is alive refuses a lease and

@@ -109,6 +109,11 @@ def actions(doc, shift):
     return failure_wins(_actions(progress_of(doc, shift).get("actions")))
 
 
+def failed(doc, shift):
+    """This shift's failures as its batches wrote them (host, action, msg)."""
+    return _failed(progress_of(doc, shift).get("failed"))
+
+
 def failures(results):
     """The failed outcomes of a batch (a failure wins per host and action): host, action, msg."""
     return [{"host": r["host"], "action": str(r.get("action") or ""), "msg": str(r.get("msg") or "failed")[:500]}

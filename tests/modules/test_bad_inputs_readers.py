@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -679,8 +680,64 @@ PREPARE_GR = {
     "measured file not JSON": lambda d: _write(d / "m.json", "{lab1"),
 }
 
+# --- gear_journal: the workflow's artifacts, every one an extra variable that may hold anything ----
+
+_J_PLAN = {"gear": 1, "groups_on": [1], "groups_off": [2, 3], "requested": {"gear": 1}, "current_gear": 3,
+           "date": "2026-11-21", "result": "ok", "reason": "", "unhealthy": [],
+           "rows": [{"host": "lab1", "group": 1, "action": "none"}, {"host": "lab2", "group": 2, "action": "down"}],
+           "up_hosts": [], "down_hosts": ["lab2"], "back_hosts": [], "back_actions": [], "wake_phase_hosts": [],
+           "wake_batches": [], "down_batches": [["lab2"]], "power_w": {}, "down_methods": {"lab2": "suspend"},
+           "parked_states": {"lab2": "asleep"}, "direction": "down", "counts": {"up": 0, "down": 1, "none": 1},
+           "power_rows": [], "bmc_check": {"ok": True}}
+_J_ART = {"version": 1, "token": "wf-1", "started": "2026-11-29T10:00:00Z", "started_epoch": 1.0, "plan": _J_PLAN,
+          "observation": {"lab1": {"ssh": True}, "lab2": {"ssh": True}}}
+_J_TAKE = {"action": "take_plan", "journal": _J_ART, "hosts": ["lab2"], "state_file": "{tmp}/state.json",
+           "lock_file": "{in}/shift.lock"}
+_J_REC = {"action": "take_slices", "journal": _J_ART, "slices": {}, "state_file": "{in}/state.json",
+          "lock_file": "{in}/shift.lock"}
+_J_SLICE = {"version": 1, "token": "wf-1", "slice": "s1", "hosts": ["lab2"], "actions": [], "failed": []}
+GEAR_JOURNAL = [
+    ("action unknown", dict(_J_TAKE, action="steal"), "action"),
+    ("lock_file missing", {k: v for k, v in _J_TAKE.items() if k != "lock_file"}, "lock_file"),
+    ("lock_file relative", dict(_J_TAKE, lock_file="shift.lock"), "option lock_file: must be an absolute path"),
+    ("state_file with ..", dict(_J_TAKE, state_file="{tmp}/../state.json"), "option state_file: '..' is not allowed"),
+    ("take_plan without journal", {k: v for k, v in _J_TAKE.items() if k != "journal"},
+     "option journal: needed with action=take_plan"),
+    ("journal not the plan job's", dict(_J_TAKE, journal={"version": 1}), "journal.token: must be the plan job's"),
+    ("journal of another fleetnap", dict(_J_TAKE, journal=dict(_J_ART, version=7)), "journal.version: must be 1"),
+    ("journal plan without rows", dict(_J_TAKE, journal=dict(_J_ART, plan={k: v for k, v in _J_PLAN.items()
+                                                                          if k != "rows"})),
+     "not a plan gear_shift_plan returned (missing: rows)"),
+    ("journal plan host unknown", dict(_J_TAKE, journal=dict(_J_ART, plan=dict(_J_PLAN, down_hosts=["lab9"]))),
+     "plan.down_hosts: host lab9 is not in the plan's rows"),
+    ("journal down method forged", dict(_J_TAKE, journal=dict(_J_ART, plan=dict(_J_PLAN, down_methods={"lab2": "rm"}))),
+     "plan.down_methods.lab2: must be one of"),
+    ("journal epoch infinite", dict(_J_TAKE, journal=dict(_J_ART, started_epoch=float("inf"))),
+     "started_epoch: must be seconds since the epoch"),
+    ("slice host not planned", dict(_J_TAKE, hosts=["lab2", "lab7"]), "option hosts: lab7 not in the plan"),
+    ("slice hosts twice", dict(_J_TAKE, hosts=["lab2", "lab2"]), "option hosts: names a host twice"),
+    ("slice lock not held", _J_TAKE, "is not held: take the slice's own lock first"),
+    ("publish_slice bad name", {"action": "publish_slice", "state_file": "{tmp}/state.json", "hosts": ["lab2"],
+                                "token": "wf-1", "slice": "../x", "lock_file": "{tmp}/shift.lock"},
+     "option slice: must be letters, digits and _"),
+    ("publish_plan without a lease", {"action": "publish_plan", "lock_file": "{tmp}/shift.lock", "plan": _J_PLAN,
+                                      "observation": _J_ART["observation"], "started": "x", "started_epoch": 1.0},
+     "is not held by a lease"),
+    ("record slice of another shift", dict(_J_REC, slices={"gear_shift_slice_s1": dict(_J_SLICE, token="wf-0")}),
+     "belongs to another shift (lease wf-0"),
+    ("record slice action not ok/failed", dict(_J_REC, slices={"k": dict(_J_SLICE, actions=[{"host": "lab2"}])}),
+     "has no ok (true or false)"),
+    ("record slices overlap", dict(_J_REC, slices={"a": _J_SLICE, "b": dict(_J_SLICE, slice="s2")}),
+     "lab2 is also a host of slice s1"),
+    ("record slices a list", dict(_J_REC, slices=[_J_SLICE]), "slices"),
+    ("record lease of another shift", dict(_J_REC, lock_file="{in}/other.lock"),
+     "held by the lease wf-2, not this shift's wf-1"),
+    ("record without the plan's journal", _J_REC, "holds no plan of the shift lease/wf-1"),
+]
+
 
 TABLES = {
+    "gear_journal": GEAR_JOURNAL,
     "gear_record": GEAR_RECORD,
     "gear_energy": GEAR_ENERGY,
     "gear_wave": GEAR_WAVE,
@@ -852,6 +909,18 @@ PREPARE[("gear_observe", "state file not JSON")] = lambda d: _write(d / "state.j
 for _case, _f in PREPARE_GR.items():
     PREPARE[("gear_record", _case)] = _f
 PREPARE[("shift_lock", "held by a live process")] = _live_lock
+
+
+def _lease(name, token):
+    return lambda d: _write(d / name, json.dumps({"token": token, "since": "2026-11-29T10:00:00Z",
+                                                  "expires": int(time.time()) + 3600}))
+
+
+PREPARE[("gear_journal", "record lease of another shift")] = _lease("other.lock", "wf-2")
+PREPARE[("gear_journal", "record without the plan's journal")] = _lease("shift.lock", "wf-1")
+for _case in ("record slice of another shift", "record slice action not ok/failed", "record slices overlap",
+              "record slices a list"):
+    PREPARE[("gear_journal", _case)] = _lease("shift.lock", "wf-1")
 PREPARE[("shift_lock", "release of a live process's lock")] = _live_lock
 
 
@@ -869,7 +938,7 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
 
 
 def test_every_table_has_at_least_15_cases():
-    assert set(TABLES) == {"gear_record", "gear_energy", "gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
+    assert set(TABLES) == {"gear_journal", "gear_record", "gear_energy", "gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
                            "powernap_advice", "resume_summary", "fleet_report", "gear_plan", "gear_shift_plan",
                            "shift_lock"}
     for module, table in TABLES.items():

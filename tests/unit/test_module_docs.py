@@ -134,7 +134,7 @@ def test_ansible_doc_in_the_repository_resolves_the_fragments():
 # Modules that are steps of one role's workflow say so first (issue 36), naming the role(s) that
 # call them; every other module is a building block of its own and does not say it.
 INTERNAL = {"gear_shift_plan": ["gear_shift"], "gear_state": ["gear_shift"], "gear_record": ["gear_shift"],
-            "shift_lock": ["gear_shift"], "resume_summary": ["resume_measure"],
+            "shift_lock": ["gear_shift"], "gear_journal": ["gear_shift"], "resume_summary": ["resume_measure"],
             "fleetnap_fact": ["resume_measure", "wake_latency_measure"]}
 
 
