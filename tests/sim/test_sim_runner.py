@@ -106,16 +106,19 @@ def finished(started):
 def workflow_shift(rsim, base, gear, state_dir, slices, tag):
     """The three stages as AWX runs them: the plan job; the slices in parallel (each its own private
     directory and state directory, as execution nodes that share no disk; each given the plan job's
-    artifacts as extra variables); the record job given the plan's and every slice's artifacts,
+    artifacts as extra variables; one of them on the plan job's node); the record job given the plan's
+    and every slice's artifacts,
     merged shallowly as AWX merges a node's parents'. Returns the record job's runner and the slices'."""
     r, events = finished(run_job(rsim, base, "gear_shift_workflow_plan.yml", "%s-plan" % tag, gear=gear,
                                  gear_shift_state_dir=str(state_dir)))
     assert (r.status, r.rc) == ("successful", 0), r.stdout.read()[-3000:]
     plan_art = artifacts(events)
     assert set(plan_art) == {"gear_shift_journal"}
+    # slice 0 on the plan job's node (its state directory: the slice keeps its own files apart in it),
+    # the others on nodes of their own
     jobs = [run_job(rsim, base, "gear_shift_workflow_slice.yml", "%s-slice%d" % (tag, i), limit=",".join(hosts),
-                    gear_shift_slice="row%d" % i, gear_shift_state_dir=str(base / ("%s-node%d" % (tag, i))),
-                    **plan_art)
+                    gear_shift_slice="row%d" % i,
+                    gear_shift_state_dir=str(state_dir if i == 0 else base / ("%s-node%d" % (tag, i))), **plan_art)
             for i, hosts in enumerate(slices)]
     merged, slice_runs = dict(plan_art), []
     for job in jobs:
