@@ -288,7 +288,7 @@ def take_slices(module, p):
 
 
 def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return journal.stamp(time.time())
 
 
 STEPS = {"publish_plan": publish_plan, "take_plan": take_plan, "publish_slice": publish_slice,

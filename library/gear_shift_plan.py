@@ -331,7 +331,7 @@ def main():
         out["journal_written"] = False
         if p["lock_file"]:
             doc = journal.read(p["state_file"])
-            out["resumed"] = journal.begin(doc, journal.shift_of(p["lock_file"]), out, time.time())
+            out["resumed"] = journal.begin(doc, journal.shift_of(p["lock_file"]), out, journal.stamp(time.time()))
             if not module.check_mode:
                 journal.write(p["state_file"], doc, module)
                 out["journal_written"] = True

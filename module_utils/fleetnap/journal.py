@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
+import time
 
 from ansible.module_utils.fleetnap import fileio, parse, shiftlock
 from ansible.module_utils.fleetnap.gearshift import failure_wins
@@ -187,8 +189,8 @@ def begin(doc, shift, plan, now):
     elif current is not None:
         earlier = current.get("resumed") if isinstance(current.get("resumed"), dict) else {}
         plan_then = current.get("plan") if isinstance(current.get("plan"), dict) else {}
-        resumed = {"shift": _text(current.get("shift")), "since": _text(current.get("since")),
-                   "updated": _text(current.get("updated")),
+        resumed = {"shift": _text(current.get("shift")), "since": _when(current.get("since")),
+                   "updated": _when(current.get("updated")),
                    "gear": _gear(plan_then.get("gear")),
                    "actions": later_wins(earlier.get("actions"), current.get("actions")),
                    "failed": _failed(earlier.get("failed")) + _failed(current.get("failed"))}
@@ -209,6 +211,20 @@ def _text(value, limit=200):
     return value[:limit] if isinstance(value, str) else None
 
 
+def stamp(now):
+    """The journal's time stamps: UTC, ISO 8601 to the second (what gear_state writes)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+
+
+def _when(value):
+    """A time stamp of the journal as text: the text as written, or a number of seconds since the
+    epoch (an earlier fleetnap's plan wrote those) as stamp() writes it; None for anything else."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and \
+            0 <= value < 1e11:
+        return stamp(value)
+    return _text(value)
+
+
 def _failed(value):
     """A journal's failures in the one shape failures() writes (host, action, msg: text)."""
     return [{"host": f["host"][:200], "action": str(f.get("action") or "")[:20],
@@ -221,7 +237,7 @@ def resumed_of(doc, shift):
     r = progress_of(doc, shift).get("resumed")
     if not isinstance(r, dict):
         return None
-    return {"shift": _text(r.get("shift")), "since": _text(r.get("since")), "updated": _text(r.get("updated")),
+    return {"shift": _text(r.get("shift")), "since": _when(r.get("since")), "updated": _when(r.get("updated")),
             "gear": _gear(r.get("gear")),
             "actions": failure_wins(_actions(r.get("actions"))), "failed": _failed(r.get("failed"))}
 

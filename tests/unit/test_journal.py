@@ -189,3 +189,18 @@ def test_a_resumed_part_edited_by_hand_is_read_back_in_its_shapes():
                                           "actions": [], "failed": []}
     doc["in_progress"]["resumed"] = "killed"
     assert journal.resumed_of(doc, B) is None and journal.resumed_of(doc, A) is None
+
+
+def test_a_killed_shift_whose_plan_wrote_epoch_seconds_is_resumed_with_its_times_as_text():
+    """The plan of an earlier fleetnap wrote since/updated as seconds since the epoch (the lab's
+    interrupted-shift test found them dropped as None): they are read back as the journal's text
+    stamps, and gear_shift_plan now writes text stamps itself."""
+    doc = {"hosts": {}, "in_progress": {"shift": A, "since": 1795950039.5, "updated": 1795950040,
+                                        "plan": {"gear": 1}, "actions": [up("n1")]}}
+    got = journal.begin(doc, B, PLAN, journal.stamp(1795950100))
+    assert got["since"] == "2026-11-29T11:00:39Z" and got["updated"] == "2026-11-29T11:00:40Z"
+    assert journal.resumed_of(doc, B)["since"] == "2026-11-29T11:00:39Z"
+    assert doc["in_progress"]["since"] == "2026-11-29T11:01:40Z"
+    for bad in (float("nan"), True, -1, 1e12):
+        doc = {"hosts": {}, "in_progress": {"shift": A, "since": bad}}
+        assert journal.begin(doc, B, PLAN, "t")["since"] is None
