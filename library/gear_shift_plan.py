@@ -86,6 +86,21 @@ options:
     description: Hosts per wave woken, as O(batch_size), of the hosts the wake phase acts on; RV(wake_batches) is the result.
     type: str
     default: 100%
+  wake_health:
+    description: Whether the wake phase runs a health command on a host once it is back, for RV(step_hosts).
+    type: bool
+    default: false
+  wake_undrain:
+    description:
+      - Whether the wake phase runs an undrain hook on a host once it is back, for RV(step_hosts) (not on a Slurm
+        cluster, O(scheduler=slurm) - Slurm undrains its nodes, and slurm_power's resume hook puts the host back).
+    type: bool
+    default: false
+  scheduler:
+    description: Who owns the nodes (C(slurm)) or no one (C(none)), for RV(step_hosts).
+    type: str
+    choices: [none, slurm]
+    default: none
   lock_file:
     description:
       - The gear-shift lock (M(shift_lock)), held by this shift. Given, the plan and what was observed (per host its
@@ -204,6 +219,14 @@ wake_phase_hosts:
   returned: success
   type: list
   elements: str
+step_hosts:
+  description:
+    - The hosts of RV(wake_phase_hosts) on which the wake phase runs a step once they are back - every one with
+      O(wake_health) or O(wake_undrain) (on a Slurm cluster only with O(wake_health)), else those parked without the resume hook
+      (their in-service sleep policy is put back from the controller). A host not listed is done once it greets.
+  returned: success
+  type: list
+  elements: str
 wake_batches:
   description: RV(wake_phase_hosts) cut in waves of O(wake_batch_size), in order (what the wake play's C(serial) makes).
   returned: success
@@ -292,6 +315,15 @@ CHECKS = {
 }
 
 
+def step_hosts(wake_hosts, observed, health, undrain, scheduler):
+    """The hosts of the wake phase that need a step run on them once back (see RV(step_hosts))."""
+    if scheduler == "slurm":
+        return list(wake_hosts) if health else []
+    if health or undrain:
+        return list(wake_hosts)
+    return [h for h in wake_hosts if (observed.get(h) or {}).get("resume_hook") is not True]
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -306,6 +338,9 @@ def main():
             park_off_after_h=dict(type="float"),
             batch_size=dict(type="str", default="100%"),
             wake_batch_size=dict(type="str", default="100%"),
+            wake_health=dict(type="bool", default=False),
+            wake_undrain=dict(type="bool", default=False),
+            scheduler=dict(type="str", default="none", choices=["none", "slurm"]),
             lock_file=dict(type="path"),
         ),
         mutually_exclusive=[("gear", "groups_on")],
@@ -327,6 +362,8 @@ def main():
                         park_off_after_h=p["park_off_after_h"])
         out["bmc_check"] = bmc_check(p["hosts"], out)
         out["wake_batches"] = batches(out["wake_phase_hosts"], p["wake_batch_size"], "wake_batch_size")
+        out["step_hosts"] = step_hosts(out["wake_phase_hosts"], p["hosts"], p["wake_health"], p["wake_undrain"],
+                                       p["scheduler"])
         out["down_batches"] = batches(out["down_hosts"], p["batch_size"], "batch_size")
         out["journal_written"] = False
         if p["lock_file"]:

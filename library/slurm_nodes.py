@@ -45,7 +45,13 @@ options:
   hosts:
     description:
       - Node -> how to reach the host, C({address, port}) (SSH), and C(parked) (C(asleep) or C(off), the state a
-        parked host is recorded in; default C(off)). A node listed here is verified by the host too.
+        parked host is recorded in; default O(parked)'s, else C(off)). A node listed here is verified by the host too.
+      - Or a list of C({name, address, port[, parked]}), as the C(fleetnap.power.power_records) lookup returns them
+        with C(fields=[address, port]).
+    type: raw
+    default: {}
+  parked:
+    description: Node -> the state it is parked in (C(asleep) or C(off)), for the O(hosts) that do not say.
     type: dict
     default: {}
   include_busy:
@@ -142,6 +148,29 @@ CHECKS = {
 OUTPUT_LIMIT = 64 * 1024 * 1024
 
 
+def hosts_by_name(hosts, parked):
+    """O(hosts) as node -> {address, port[, parked]}, from a mapping or a list of entries with a name;
+    O(parked) for the hosts that do not say. ParamError naming what is wrong."""
+    if isinstance(hosts, list):
+        if len(hosts) > MAX_NODES:
+            raise ParamError("option hosts: more than %d hosts" % MAX_NODES)
+        out = {}
+        for i, h in enumerate(hosts):
+            if not isinstance(h, dict) or not isinstance(h.get("name"), str):
+                raise ParamError("option hosts[%d]: must be {name, address, port[, parked]}" % i)
+            if h["name"] in out:
+                raise ParamError("option hosts[%d]: %s is given twice" % (i, h["name"]))
+            out[h["name"]] = dict((k, v) for k, v in h.items() if k != "name")
+        hosts = out
+    elif not isinstance(hosts, dict):
+        raise ParamError("option hosts: must be a mapping of node to {address, port} or a list of entries, got %s"
+                         % type(hosts).__name__)
+    for name, state in parked.items():
+        if name in hosts and isinstance(hosts[name], dict) and "parked" not in hosts[name]:
+            hosts[name] = dict(hosts[name], parked=state)
+    return hosts
+
+
 def check_hosts(hosts, nodes):
     out = {}
     if len(hosts) > MAX_NODES:
@@ -199,7 +228,8 @@ def main():
         argument_spec=dict(
             action=dict(type="str", required=True, choices=["power_down", "power_up"]),
             nodes=dict(type="list", elements="str", required=True),
-            hosts=dict(type="dict", default={}),
+            hosts=dict(type="raw", default={}),
+            parked=dict(type="dict", default={}),
             include_busy=dict(type="bool", default=False),
             scontrol=dict(type="path", default="/usr/bin/scontrol"),
             conf_file=dict(type="path"),
@@ -215,7 +245,7 @@ def main():
     if not nodes:
         module.fail_json(msg="option nodes: no node (Slurm node names)")
     try:
-        hosts = check_hosts(p["hosts"], set(nodes))
+        hosts = check_hosts(hosts_by_name(p["hosts"], p["parked"]), set(nodes))
     except ParamError as exc:
         module.fail_json(msg=str(exc))
     if not os.path.isfile(p["scontrol"]) or not os.access(p["scontrol"], os.X_OK):

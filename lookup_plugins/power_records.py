@@ -48,6 +48,13 @@ options:
     type: list
     elements: str
     default: []
+  fields:
+    description:
+      - Only these keys of each entry besides C(name) (for example V([address, port]) - how to reach the host, with
+        no power record and so no secret), for a module that needs no more; empty, the whole entry.
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -101,12 +108,15 @@ def _empty(value):
 OWN_KEYS = ("name", "address", "port", "record", "inventory")
 
 
-def records(names, hostvars, inventory=None, defaults=None, merge=None):
+def records(names, hostvars, inventory=None, defaults=None, merge=None, fields=None):
     """The entries for ``names`` from ``hostvars`` (a mapping of host name to that host's variables,
     as Ansible's HostVars). AnsibleLookupError names what is wrong."""
     inventory = {} if inventory is None else inventory
     defaults = {} if defaults is None else defaults
     merge = [] if merge is None else merge
+    fields = [] if fields is None else fields
+    if not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) and f for f in fields):
+        raise AnsibleLookupError("power_records: fields must be a list of entry keys")
     if not isinstance(inventory, dict) or not isinstance(defaults, dict):
         raise AnsibleLookupError("power_records: inventory and defaults must be dictionaries")
     if not isinstance(merge, (list, tuple)) or not all(isinstance(m, str) and m for m in merge):
@@ -148,6 +158,8 @@ def records(names, hostvars, inventory=None, defaults=None, merge=None):
                 raise AnsibleLookupError("power_records: %s of %s sets the entry's own %s"
                                          % (var, name, ", ".join(own)))
             entry.update(extra)
+        if fields:
+            entry = dict((k, v) for k, v in entry.items() if k == "name" or k in fields)
         out.append(entry)
     return out
 
@@ -159,4 +171,4 @@ class LookupModule(LookupBase):
         if not variables or "hostvars" not in variables:
             raise AnsibleLookupError("power_records: no host variables to read (run it in a play)")
         return records(list(terms), variables["hostvars"], self.get_option("inventory"), self.get_option("defaults"),
-                       self.get_option("merge"))
+                       self.get_option("merge"), self.get_option("fields"))

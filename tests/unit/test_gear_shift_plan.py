@@ -670,3 +670,20 @@ def test_batches_are_what_ansibles_serial_makes(n, size):
 def test_a_batch_size_that_is_no_size_is_refused_naming_it(size):
     with pytest.raises(gs.ShiftError, match="option wake_batch_size: must be a number of hosts or a percentage"):
         gs.batches(["a"], size, "wake_batch_size")
+
+
+def test_the_wake_phase_runs_steps_only_on_the_hosts_that_need_one():
+    """step_hosts (gear_shift_plan): a host parked with the resume hook needs no step once it greets;
+    one parked without it needs its sleep policy put back; a health command or an undrain hook is
+    a step on every host; on a Slurm cluster only the health command runs on the host."""
+    import importlib.util
+    from conftest import REPO
+    spec = importlib.util.spec_from_file_location("gsp", str(REPO / "library" / "gear_shift_plan.py"))
+    gsp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gsp)
+    seen = {"a": {"resume_hook": True}, "b": {}, "c": {"resume_hook": "yes"}}
+    assert gsp.step_hosts(["a", "b", "c"], seen, False, False, "none") == ["b", "c"]
+    assert gsp.step_hosts(["a", "b", "c"], seen, True, False, "none") == ["a", "b", "c"]
+    assert gsp.step_hosts(["a", "b", "c"], seen, False, True, "none") == ["a", "b", "c"]
+    assert gsp.step_hosts(["a", "b", "c"], seen, False, True, "slurm") == []
+    assert gsp.step_hosts(["a", "b"], seen, True, False, "slurm") == ["a", "b"]

@@ -23,6 +23,9 @@ from conftest import REPO, TARGET_PYTHON, VENV_BIN
 SPEC = yaml.safe_load((REPO / "roles/gear_shift/meta/argument_specs.yml").read_text())["argument_specs"]
 PHASES = ["lock", "observe", "plan", "wake", "down", "observe_again", "record"]
 PLAYS = ["prepare", "wake", "down", "finish"]          # playbooks/gear_shift.yml: prepare = lock + observe + plan
+# the AWX workflow's jobs (playbooks/gear_shift_workflow_*.yml) and the two inputs only they read
+WORKFLOW = ["workflow_plan", "workflow_slice", "workflow_slice_finish", "workflow_record"]
+WORKFLOW_ONLY = {"gear_shift_journal", "gear_shift_slice"}
 
 
 def run(args, tmp_path, timeout=300):
@@ -54,10 +57,16 @@ def silent_fleet(tmp_path):
 
 
 def test_every_phase_has_an_entry_point_and_the_lock_checks_them_all():
-    assert set(SPEC) == {"main", *PHASES, *PLAYS}
-    assert all((REPO / "roles/gear_shift/tasks" / ("%s.yml" % p)).is_file() for p in PHASES + PLAYS)
+    assert set(SPEC) == {"main", *PHASES, *PLAYS, *WORKFLOW}
+    assert all((REPO / "roles/gear_shift/tasks" / ("%s.yml" % p)).is_file() for p in PHASES + PLAYS + WORKFLOW)
     every = set(SPEC["main"]["options"])
-    assert set(SPEC["lock"]["options"]) == set(SPEC["prepare"]["options"]) == every
+    assert set(SPEC["lock"]["options"]) == set(SPEC["prepare"]["options"]) == set(SPEC["workflow_plan"]["options"]) \
+        == every
+    for entry in WORKFLOW:
+        opts = SPEC[entry]["options"]
+        assert opts and set(opts) <= every | WORKFLOW_ONLY, entry
+        assert all(o.get("description") and o.get("type") for o in opts.values()), entry
+    assert SPEC["workflow_slice"]["options"]["gear_shift_journal"]["required"] is True
     assert set(SPEC["finish"]["options"]) == set(SPEC["observe_again"]["options"]) | set(SPEC["record"]["options"])
     read = set()
     for phase in PHASES + PLAYS:
@@ -66,7 +75,8 @@ def test_every_phase_has_an_entry_point_and_the_lock_checks_them_all():
         assert all(o.get("description") and o.get("type") for o in opts.values()), phase
         read |= set(opts)
     defaults = yaml.safe_load((REPO / "roles/gear_shift/defaults/main.yml").read_text())
-    assert set(defaults) == every          # the contract and the defaults name the same inputs
+    # the contract and the defaults name the same inputs (the plan job's journal has no default)
+    assert set(defaults) == every | WORKFLOW_ONLY - {"gear_shift_journal"}
     assert read == every                   # every input is read by some phase
 
 

@@ -86,6 +86,15 @@ def test_bad_merges_are_refused_naming_them(merge, value, message):
         power_records.records(["a"], hostvars, merge=merge)
 
 
+def test_fields_keep_only_the_keys_asked_for_so_no_record_and_no_password_travels():
+    hostvars = dict(HOSTVARS)
+    got = power_records.records(["a", "b"], hostvars, fields=["address", "port"])
+    assert [sorted(e) for e in got] == [["address", "name", "port"]] * 2
+    assert "s3cret" not in json.dumps(got)
+    with pytest.raises(AnsibleLookupError, match="fields must be a list of entry keys"):
+        power_records.records(["a"], hostvars, fields="address")
+
+
 def test_through_ansible_with_a_real_inventory(tmp_path):
     """A real inventory (group and host variables, a template) through a real ansible-playbook:
     the values are the hosts' own, templated; localhost's are not asked for."""
