@@ -39,8 +39,8 @@ MAX_HOSTS = 100000
 PLAN_FIELDS = ("gear", "groups_on", "groups_off", "requested", "current_gear", "date", "result", "reason",
                "unhealthy", "rows", "up_hosts", "down_hosts", "back_hosts", "back_actions", "wake_phase_hosts",
                "wake_batches", "down_batches", "power_w", "down_methods", "parked_states", "direction", "counts",
-               "power_rows", "bmc_check")
-HOST_LISTS = ("up_hosts", "down_hosts", "back_hosts", "wake_phase_hosts", "unhealthy")
+               "power_rows", "bmc_check", "step_hosts")
+HOST_LISTS = ("up_hosts", "down_hosts", "back_hosts", "wake_phase_hosts", "unhealthy", "step_hosts")
 HOST_MAPS = ("power_w", "down_methods", "parked_states")
 DOWN_METHODS = ("suspend", "soft", "off")
 PARKED = ("asleep", "off")

@@ -688,7 +688,7 @@ _J_PLAN = {"gear": 1, "groups_on": [1], "groups_off": [2, 3], "requested": {"gea
            "up_hosts": [], "down_hosts": ["lab2"], "back_hosts": [], "back_actions": [], "wake_phase_hosts": [],
            "wake_batches": [], "down_batches": [["lab2"]], "power_w": {}, "down_methods": {"lab2": "suspend"},
            "parked_states": {"lab2": "asleep"}, "direction": "down", "counts": {"up": 0, "down": 1, "none": 1},
-           "power_rows": [], "bmc_check": {"ok": True}}
+           "power_rows": [], "bmc_check": {"ok": True}, "step_hosts": []}
 _J_ART = {"version": 1, "token": "wf-1", "started": "2026-11-29T10:00:00Z", "started_epoch": 1.0, "plan": _J_PLAN,
           "observation": {"lab1": {"ssh": True}, "lab2": {"ssh": True}}}
 _J_TAKE = {"action": "take_plan", "journal": _J_ART, "hosts": ["lab2"], "state_file": "{tmp}/state.json",

@@ -172,6 +172,8 @@ def test_a_shift_as_an_awx_workflow_equals_a_one_controller_shift(rsim, tmp_path
     # and back up as a workflow: the one-controller up-shift's record
     r, slice_runs, _ = workflow_shift(rsim, base, 3, gear, slices, "up")
     assert (r.status, r.rc) == ("successful", 0), r.stdout.read()[-3000:]
+    assert all((sr.status, sr.rc) == ("successful", 0) for sr, _ in slice_runs), \
+        [sr.stdout.read()[-2000:] for sr, _ in slice_runs if sr.rc]
     assert outcome(gear) == one_up
     assert all(s["power"] == "on" and s["ssh"] for s in rsim.status().values())
 
