@@ -192,7 +192,7 @@ def main():
             started_epoch=dict(type="float"),
             journal=dict(type="dict"),
             hosts=dict(type="list", elements="str"),
-            token=dict(type="str"),
+            token=dict(type="str", no_log=False),   # a lease's name, not a secret
             slice=dict(type="str"),
             slices=dict(type="dict"),
         ),

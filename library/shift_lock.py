@@ -170,7 +170,7 @@ def main():
             purpose=dict(type="str", default=""),
             force=dict(type="bool", default=False),
             lease=dict(type="int"),
-            token=dict(type="str"),
+            token=dict(type="str", no_log=False),   # a lease's name, not a secret
         ),
         mutually_exclusive=[("pid", "lease"), ("pid", "token")],
         supports_check_mode=True,

@@ -59,8 +59,8 @@ def check_hosts(value, where):
 
 
 def _names(value, where):
-    if not isinstance(value, list) or len(value) > MAX_HOSTS or not all(isinstance(h, str) and 0 < len(h) <= 255
-                                                                         for h in value):
+    named = isinstance(value, list) and len(value) <= MAX_HOSTS
+    if not named or not all(isinstance(h, str) and 0 < len(h) <= 255 for h in value):
         raise ParamError("%s: must be a list of host names, got %s" % (where, repr(value)[:80]))
     return value
 
@@ -117,12 +117,12 @@ def check_plan(plan, where):
         _unknown(list(_dict(plan[key], "%s.%s" % (where, key))), known, "%s.%s" % (where, key))
     for h, m in plan["down_methods"].items():
         if m not in DOWN_METHODS:
-            raise ParamError("%s.down_methods.%s: must be one of %s, got %s" % (where, h, ", ".join(DOWN_METHODS),
-                                                                              repr(m)[:40]))
+            raise ParamError("%s.down_methods.%s: must be one of %s, got %s"
+                             % (where, h, ", ".join(DOWN_METHODS), repr(m)[:40]))
     for h, s in plan["parked_states"].items():
         if s not in PARKED:
-            raise ParamError("%s.parked_states.%s: must be one of %s, got %s" % (where, h, ", ".join(PARKED),
-                                                                               repr(s)[:40]))
+            raise ParamError("%s.parked_states.%s: must be one of %s, got %s"
+                             % (where, h, ", ".join(PARKED), repr(s)[:40]))
     for key in ("requested", "counts", "bmc_check"):
         _dict(plan[key], "%s.%s" % (where, key))
     if not isinstance(plan["power_rows"], list) or not all(isinstance(r, dict) and r.get("host") in known
