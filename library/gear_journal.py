@@ -159,8 +159,9 @@ stop:
   returned: with take_slices
   type: bool
 reason:
-  description: The failures, one per host and action (empty when none).
-  returned: with take_slices
+  description: The failures, one per host and action (empty when none) - the whole shift's (V(take_slices)) or the slice's
+    (V(publish_slice)).
+  returned: with publish_slice and take_slices
   type: str
 """
 
@@ -254,7 +255,7 @@ def publish_slice(module, p):
     art = workflow.slice_artifact(p["token"], p["slice"], p["hosts"], journal.actions(doc, shift),
                                   journal.failed(doc, shift))
     workflow.check_slice_artifact(art, "the slice's artifact")
-    return {"changed": False, "artifact": art}
+    return {"changed": False, "artifact": art, "reason": journal.stop_reason(doc, shift)}
 
 
 def take_slices(module, p):

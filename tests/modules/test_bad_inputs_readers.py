@@ -357,6 +357,9 @@ GEAR_SHIFT_PLAN = [
     ("lock_file a directory", dict(GS, state_file="{tmp}/state.json", lock_file="{tmp}"), "option lock_file:"),
     ("park_off_after_h nan", dict(GS, park_off_after_h=NAN), "option park_off_after_h: must be a finite number"),
     ("park_off_after_h 0", dict(GS, park_off_after_h=0), "option park_off_after_h: must be > 0"),
+    ("scheduler unknown", dict(GS, scheduler="kubernetes"), "scheduler"),
+    ("wake_health not a bool", dict(GS, wake_health="sometimes"), "wake_health"),
+    ("wake_undrain a list", dict(GS, wake_undrain=["hook.yml"]), "wake_undrain"),
     ("parked since not a time", dict(GS, park_off_after_h=12, state_file="{in}/state.json"),
      "hosts.lab1.since 'last night' is not YYYY-MM-DDTHH:MM:SSZ"),
 ]

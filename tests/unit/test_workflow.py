@@ -163,6 +163,8 @@ def test_the_module_end_to_end_plan_slices_record_journal(tmp_path):
                                           "slice": "s%d" % i})
         assert not out.failed, out
         assert len(out["artifact"]["actions"]) == len(results)
+        # the slice's own failures, said (its job fails with them)
+        assert (out["reason"] == "") == (i != 1) and (i != 1 or mine[0] in out["reason"]), out["reason"]
         slices["gear_shift_slice_s%d" % i] = out["artifact"]
     rec = run_module("gear_journal", {"action": "take_slices", "journal": pub["artifact"], "slices": slices,
                                       "state_file": str(state), "lock_file": str(lock)})
