@@ -75,7 +75,7 @@ options:
     description: V(take_plan), V(publish_slice) - the slice's hosts (its play's).
     type: list
     elements: str
-  token:
+  lease_id:
     description: V(publish_slice) - the shift's token (RV(token) of V(take_plan)).
     type: str
   slice:
@@ -176,7 +176,7 @@ CHECKS = {"state_file": path(), "lock_file": path(), "started": text(max_len=64)
 NEEDS = {
     "publish_plan": ("plan", "observation", "started", "started_epoch"),
     "take_plan": ("state_file", "journal", "hosts"),
-    "publish_slice": ("state_file", "hosts", "token", "slice"),
+    "publish_slice": ("state_file", "hosts", "lease_id", "slice"),
     "take_slices": ("state_file", "journal", "slices"),
 }
 
@@ -193,7 +193,7 @@ def main():
             started_epoch=dict(type="float"),
             journal=dict(type="dict"),
             hosts=dict(type="list", elements="str"),
-            token=dict(type="str", no_log=False),   # a lease's name, not a secret
+            lease_id=dict(type="str"),
             slice=dict(type="str"),
             slices=dict(type="dict"),
         ),
@@ -252,7 +252,7 @@ def publish_slice(module, p):
         raise ParamError("option slice: must be letters, digits and _ (at most 64), got %r" % p["slice"][:80])
     shift = journal.shift_of(p["lock_file"])
     doc = journal.read(p["state_file"])
-    art = workflow.slice_artifact(p["token"], p["slice"], p["hosts"], journal.actions(doc, shift),
+    art = workflow.slice_artifact(p["lease_id"], p["slice"], p["hosts"], journal.actions(doc, shift),
                                   journal.failed(doc, shift))
     workflow.check_slice_artifact(art, "the slice's artifact")
     return {"changed": False, "artifact": art, "reason": journal.stop_reason(doc, shift)}

@@ -29,11 +29,11 @@ description:
     JSON object whose fields are not what this module writes (a C(cmdline) that is a number) is
     refused with a message naming the file and the field; remove it by hand.
   - Releasing removes the file only when this run owns it (or with O(force=true)).
-  - With O(lease), the owner is not a process but a lease - a token (O(token), or a new random one,
+  - With O(lease), the owner is not a process but a lease - a token (O(lease_id), or a new random one,
     returned in RV(owner)) and an expiry O(lease) seconds from now. That is the lock of a shift that
     spans several processes, as an AWX workflow runs it - the plan job takes it with a lease, and
     the record job, given the token, renews it (taking it with the same token) and releases it
-    (O(state=absent) with O(token)). A lease is held until it expires or is released; an expired
+    (O(state=absent) with O(lease_id)). A lease is held until it expires or is released; an expired
     lease is taken over as a dead owner's lock is. A process lock that is alive refuses a lease and
     the other way round.
   - Run it on the controller (C(delegate_to=localhost), C(run_once=true)).
@@ -66,9 +66,9 @@ options:
   lease:
     description:
       - With O(state=present), hold the lock as a lease of this many seconds (1 to 604800) instead
-        of by the C(ansible-playbook) process; taking it again with the same O(token) renews it.
+        of by the C(ansible-playbook) process; taking it again with the same O(lease_id) renews it.
     type: int
-  token:
+  lease_id:
     description:
       - The lease's token (letters, digits, C(.), C(_), C(-); at most 64, a letter or digit first).
         With O(state=present) and O(lease), default a new random one; with O(state=absent), release
@@ -116,7 +116,7 @@ EXAMPLES = r"""
   shift_lock:
     path: /var/lib/fleetnap/gear/shift.lock
     state: absent
-    token: "{{ lease.owner.token }}"
+    lease_id: "{{ lease.owner.token }}"
   delegate_to: localhost
   run_once: true
 """
@@ -133,7 +133,7 @@ took_over:
   returned: when a stale lock was taken over
   type: dict
 renewed:
-  description: The lease of O(token) was held already and now expires O(lease) seconds from now.
+  description: The lease of O(lease_id) was held already and now expires O(lease) seconds from now.
   returned: when a lease was renewed
   type: bool
 held:
@@ -157,7 +157,7 @@ CHECKS = {
     "pid": number(lo=1, hi=2 ** 22, integer=True),
     "purpose": text(max_len=500),
     "lease": number(lo=1, hi=604800, integer=True),
-    "token": name(TOKEN.pattern, "a token (letters, digits, '.', '_', '-'; at most 64, a letter or digit first)"),
+    "lease_id": name(TOKEN.pattern, "a token (letters, digits, '.', '_', '-'; at most 64, a letter or digit first)"),
 }
 
 
@@ -170,9 +170,9 @@ def main():
             purpose=dict(type="str", default=""),
             force=dict(type="bool", default=False),
             lease=dict(type="int"),
-            token=dict(type="str", no_log=False),   # a lease's name, not a secret
+            lease_id=dict(type="str"),
         ),
-        mutually_exclusive=[("pid", "lease"), ("pid", "token")],
+        mutually_exclusive=[("pid", "lease"), ("pid", "lease_id")],
         supports_check_mode=True,
     )
     p = module.params
@@ -180,14 +180,14 @@ def main():
     path = p["path"]
     now = time.time()
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    leased = p["lease"] is not None or p["token"] is not None
+    leased = p["lease"] is not None or p["lease_id"] is not None
     if leased:
         if p["state"] == "present" and p["lease"] is None:
-            module.fail_json(msg="option token: taking a lease needs option lease (its length in seconds)", held=False)
-        if p["state"] == "absent" and p["token"] is None:
-            module.fail_json(msg="option lease: releasing a lease needs option token (the lease's token)", held=False)
+            module.fail_json(msg="option lease_id: taking a lease needs option lease (its length in seconds)", held=False)
+        if p["state"] == "absent" and p["lease_id"] is None:
+            module.fail_json(msg="option lease: releasing a lease needs option lease_id (the lease's token)", held=False)
         pid, st = None, None
-        me = {"token": p["token"] or uuid.uuid4().hex, "since": since, "expires": int(now) + (p["lease"] or 0),
+        me = {"token": p["lease_id"] or uuid.uuid4().hex, "since": since, "expires": int(now) + (p["lease"] or 0),
               "purpose": p["purpose"]}
     else:
         pid = p["pid"] if p["pid"] is not None else playbook_ancestor()
@@ -223,7 +223,7 @@ def main():
 
 def _decide(module, p, path, pid, st, me):
     if p["state"] == "absent":
-        return release(path, pid, st[1] if st else None, force=p["force"], check=module.check_mode, token=p["token"])
+        return release(path, pid, st[1] if st else None, force=p["force"], check=module.check_mode, token=p["lease_id"])
     current = read(path)
     if "token" in me:
         mine = is_lease(current) and current.get("token") == me["token"]

@@ -29,20 +29,20 @@ def test_a_lease_is_taken_renewed_and_released_by_its_token(tmp_path):
     assert held["token"] == token and "pid" not in held
     assert abs(held["expires"] - (time.time() + 600)) < 30
     # the record job, another process: renews with the token (the since stays the plan job's)
-    again = run_module("shift_lock", {"path": str(lock), "lease": 1200, "token": token})
+    again = run_module("shift_lock", {"path": str(lock), "lease": 1200, "lease_id": token})
     assert not again.failed and again["renewed"] and again["owner"]["since"] == held["since"], again
     assert json.loads(lock.read_text())["expires"] > held["expires"]
     # anyone else - a process lock or another lease - is refused while it holds
     other = run_module("shift_lock", {"path": str(lock), "pid": os.getpid()})
     assert other.failed and "another shift holds the lock" in other["msg"] and token in other["msg"], other
-    other = run_module("shift_lock", {"path": str(lock), "lease": 60, "token": "someone-else"})
+    other = run_module("shift_lock", {"path": str(lock), "lease": 60, "lease_id": "someone-else"})
     assert other.failed and "until" in other["msg"] and lock.exists()
-    gone = run_module("shift_lock", {"path": str(lock), "state": "absent", "token": "someone-else"})
+    gone = run_module("shift_lock", {"path": str(lock), "state": "absent", "lease_id": "someone-else"})
     assert gone.failed and "belongs to another live lease" in gone["msg"] and lock.exists()
     gone = run_module("shift_lock", {"path": str(lock), "state": "absent", "pid": os.getpid()})
     assert gone.failed and "belongs to another live lease" in gone["msg"] and lock.exists()
     # its token releases it
-    gone = run_module("shift_lock", {"path": str(lock), "state": "absent", "token": token})
+    gone = run_module("shift_lock", {"path": str(lock), "state": "absent", "lease_id": token})
     assert not gone.failed and gone["changed"] and not lock.exists()
 
 
@@ -66,7 +66,7 @@ def test_check_mode_takes_no_lease(tmp_path):
 def test_a_lease_field_of_another_shape_is_refused_naming_it(tmp_path):
     lock = tmp_path / "shift.lock"
     lock.write_text(json.dumps({"token": "ok", "expires": "tomorrow"}))
-    res = run_module("shift_lock", {"path": str(lock), "lease": 60, "token": "ok"})
+    res = run_module("shift_lock", {"path": str(lock), "lease": 60, "lease_id": "ok"})
     assert res.failed and "field expires must be a whole number" in res["msg"], res
     lock.write_text(json.dumps({"token": "../../etc", "expires": 1}))
     res = run_module("shift_lock", {"path": str(lock), "lease": 60})

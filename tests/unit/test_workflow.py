@@ -159,7 +159,7 @@ def test_the_module_end_to_end_plan_slices_record_journal(tmp_path):
                                        "lock_file": str(node / "shift.lock")})
         assert not st.failed, st
         out = run_module("gear_journal", {"action": "publish_slice", "state_file": str(node / "state.json"),
-                                          "lock_file": str(node / "shift.lock"), "hosts": mine, "token": "wf-1",
+                                          "lock_file": str(node / "shift.lock"), "hosts": mine, "lease_id": "wf-1",
                                           "slice": "s%d" % i})
         assert not out.failed, out
         assert len(out["artifact"]["actions"]) == len(results)
