@@ -237,12 +237,13 @@ def take_plan(module, p):
     if not shift:
         raise ParamError("option lock_file: %s is not held: take the slice's own lock first (shift_lock)" % p["lock_file"])
     doc = journal.read(p["state_file"])
-    if journal.progress_of(doc, shift).get("plan") is None:
+    begun = journal.progress_of(doc, shift).get("plan") is None     # a second call of the same slice: as it was
+    if begun:
         journal.begin(doc, shift, plan, _now())
         if not module.check_mode:
             journal.write(p["state_file"], doc, module)
     mine = set(p["hosts"])
-    return {"changed": not module.check_mode, "plan": plan, "token": art["token"], "started": art["started"],
+    return {"changed": begun and not module.check_mode, "plan": plan, "token": art["token"], "started": art["started"],
             "started_epoch": art["started_epoch"],
             "observation": dict((h, v) for h, v in art["observation"].items() if h in mine)}
 

@@ -149,7 +149,11 @@ def test_the_module_end_to_end_plan_slices_record_journal(tmp_path):
         took = run_module("gear_journal", {"action": "take_plan", "journal": pub["artifact"], "hosts": mine,
                                            "state_file": str(node / "state.json"),
                                            "lock_file": str(node / "shift.lock")})
-        assert not took.failed and {r["host"] for r in took["plan"]["rows"]} == set(mine), took
+        assert not took.failed and took["changed"] and {r["host"] for r in took["plan"]["rows"]} == set(mine), took
+        again = run_module("gear_journal", {"action": "take_plan", "journal": pub["artifact"], "hosts": mine,
+                                            "state_file": str(node / "state.json"),
+                                            "lock_file": str(node / "shift.lock")})
+        assert not again.failed and not again["changed"]     # the slice's journal was begun already
         assert set(took["observation"]) == set(mine)
         # the wake/down phases write the slice's journal (gear_state); one host's park fails in slice 1
         results = [{"host": h, "action": "down", "ok": not (i == 1 and h == mine[0]), "msg": "x"}
