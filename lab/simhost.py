@@ -18,7 +18,8 @@ host's hardware:
 * wake: a magic packet (UDP, to the fleet's broadcast address) naming this host's MAC, while
   it sleeps. After the host's resume time (drawn once per host by lab/sim.py from the
   configured distribution) the suspend is counted (``/sys/power/suspend_stats/success``, as the
-  kernel counts it), the cgroup thaws and the link comes up.
+  kernel counts it), the cgroup thaws and the link comes up. A socket filter drops the packets
+  that name another MAC in the kernel, as a NIC's wake filter does in hardware.
 * boot: after a power-on (not the first, at ``sim up``) the host answers after its boot time
   (``boot_s``); the chassis is on meanwhile.
 * Wake-on-LAN from soft-off: ``simhost.py --standby HOSTS_DIR`` (one per simulator) is the
@@ -42,11 +43,13 @@ Usage: simhost.py HOST_DIR               (HOST_DIR/host.json, written by lab/sim
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import selectors
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -139,6 +142,36 @@ def magic_packet_mac(payload: bytes) -> str | None:
     if body != mac * 16:
         return None
     return ":".join("%02x" % b for b in mac)
+
+
+SO_ATTACH_FILTER = 26           # asm-generic/socket.h; Python's socket module does not name it
+
+
+def own_mac_filter(mac: str) -> list[tuple[int, int, int, int]]:
+    """A classic BPF program for a UDP socket (offset 0 is the UDP header, the payload at 8) that
+    drops a magic packet whose sync stream opens the payload and names another MAC (and a
+    datagram too short to name one), and passes everything else to ``magic_packet_mac``: what a
+    NIC's wake filter does in hardware. Without
+    it every broadcast of a wave woke every simulated host's program (N hosts x packets process
+    wake-ups on the controller's cores), a cost no real fleet has."""
+    raw = bytes(int(part, 16) for part in mac.split(":"))
+    if len(raw) != 6:
+        raise ValueError("not a MAC: %r" % mac)
+    ld_w, ld_h, jeq, ret = 0x20, 0x28, 0x15, 0x06     # BPF_LD|W|ABS, BPF_LD|H|ABS, JMP|JEQ|K, RET|K
+    return [
+        (ld_w, 0, 0, 8), (jeq, 0, 6, 0xFFFFFFFF),       # payload[0:4] all ones, else pass
+        (ld_h, 0, 0, 12), (jeq, 0, 4, 0xFFFF),          # payload[4:6] all ones, else pass
+        (ld_w, 0, 0, 14), (jeq, 0, 3, int.from_bytes(raw[:4], "big")),   # the MAC, else drop
+        (ld_h, 0, 0, 18), (jeq, 0, 1, int.from_bytes(raw[4:], "big")),
+        (ret, 0, 0, 0xFFFFFFFF),                        # pass
+        (ret, 0, 0, 0),                                 # drop
+    ]
+
+
+def attach_filter(sock: socket.socket, program: list[tuple[int, int, int, int]]) -> None:
+    """SO_ATTACH_FILTER with ``program`` (struct sock_fprog: a length, then a pointer)."""
+    code = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *ins) for ins in program))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("HL", len(program), ctypes.addressof(code)))
 
 
 class Host:
@@ -389,6 +422,7 @@ class Host:
             signal.signal(sig, lambda signum, _frame: setattr(self, "pending_signal", signum))
         wol = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         wol.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        attach_filter(wol, own_mac_filter(self.cfg["mac"]))
         wol.bind((self.cfg["broadcast"], int(self.cfg["wol_port"])))
         wol.setblocking(False)
         self.sel.register(wol, selectors.EVENT_READ, "wol")

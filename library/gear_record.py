@@ -55,10 +55,13 @@ options:
     type: dict
   observed_before:
     description:
-      - O(observed) is the observation from before the shift, for a shift that only woke hosts (no
-        host went down). The hosts whose wake succeeded in O(actions) (the wave saw them greet) are
-        taken as answering, the others as observed. Spares a second observation round whose only
-        news would be what the wave just verified.
+      - O(observed) is the observation from before the shift. Every host whose action in O(actions) succeeded is
+        taken as the waves verified it - a woken host answering (the wave saw it greet), a host parked asleep silent
+        with its chassis on, a host powered off silent with its chassis off (each chassis only where O(observed)
+        read that host's BMC) - and its power reading from before is dropped; the others as observed (a failed
+        action is not taken as done).
+      - Spares a second observation round whose only news would be what the waves just verified. A caller that
+        wants the draw of the parked hosts measured (gear_observe C(read_power)) observes again instead.
     type: bool
     default: false
   replicas:
@@ -177,11 +180,11 @@ EXAMPLES = r"""
   run_once: true
   register: gear_recorded
 
-- name: Record a shift that only woke hosts, each verified by the wave, from the observation before it
+- name: Record a shift whose every action the waves verified, from the observation before it
   gear_record:
-    plan: "{{ planned }}"              # no down_hosts
+    plan: "{{ planned }}"
     observed: "{{ seen_before.hosts }}"
-    observed_before: true              # the woken hosts count as answering, as the wave saw them greet
+    observed_before: true              # woken hosts answering, parked ones silent, as the waves saw them
     actions: "{{ gear_results }}"
     started: "{{ shift_started }}"
     started_epoch: "{{ shift_t0 }}"
@@ -260,7 +263,7 @@ from ansible.module_utils.fleetnap.energy import (
 )
 from ansible.module_utils.fleetnap.gearrecord import (
     Writes, after_shift, check_actions, check_inputs, figure_metrics, history_line, merge_actions, metrics,
-    outcome, readings_of, record, report, woken_as_seen,
+    as_the_waves_saw, outcome, readings_of, record, report,
 )
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
@@ -343,14 +346,13 @@ def main():
                 p["actions"] = journal.later_wins(resumed["actions"] if resumed else [], journal.actions(doc, shift))
         if len(p["actions"]) > MAX_ACTIONS:
             raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
-        if p["observed_before"] and (p["observed"] is None or p["plan"].get("down_hosts")):
-            raise ParamError("option observed_before: only with observed, for a shift whose plan puts no host down "
-                             "(it has down_hosts %s)" % (p["plan"].get("down_hosts") or []))
+        if p["observed_before"] and p["observed"] is None:
+            raise ParamError("option observed_before: only with observed (the observation from before the shift)")
         check_actions(p["actions"])
         if p["observed"] is not None:
             observed = p["observed"]
             if p["observed_before"]:
-                observed = woken_as_seen(observed, [a for a in p["actions"] if isinstance(a, dict)])
+                observed = as_the_waves_saw(observed, [a for a in p["actions"] if isinstance(a, dict)])
             p["after"] = after_shift(p["plan"], observed, p["replicas"], p["gmin"], p["state_file"], now)
         check_inputs(p["plan"], p["after"], p["actions"])
         actions = merge_actions(p["actions"])

@@ -35,19 +35,36 @@ options:
     type: dict
     default: {}
   defaults:
-    description: The value of an O(inventory) fact a host sets none of its variables for (an empty value is left out).
+    description:
+      - The value of an O(inventory) fact a host sets none of its variables for (an empty value is left out), and of
+        a O(nest) key whose variable the host does not have.
     type: dict
     default: {}
-  merge:
+  nest:
     description:
-      - Names of variables (facts a play set on the host) whose value, a dictionary, is merged into the host's entry
-        at its top level, in their order; a host without the variable gets nothing from it.
-      - For example what a host's own suspend command said, beside the record that lets a module park it by its BMC,
-        so that no fact ever holds the record (and its password) itself.
-      - A key of the entry's own (C(name), C(address), C(port), C(record), C(inventory)) is refused.
-    type: list
-    elements: str
-    default: []
+      - Entry keys, each the name of a host variable (for example what a task registered on the host) whose value
+        the entry gets under that key when the host has the variable, else the O(defaults) value of the key, else
+        nothing.
+      - For example what a host's own suspend command said (key C(said), variable C(__gear_member_suspend)), beside the record
+        that lets a module park it by its BMC, so that no fact ever holds the record (and its password) itself and
+        no task runs on every host only to hand a value over.
+      - A key of the entry's own (C(name), C(address), C(port), C(record), C(inventory)) is refused, and so is a
+        key given twice (here and in O(each) or O(stamp)).
+    type: dict
+    default: {}
+  each:
+    description:
+      - Entry keys, each a mapping of host name to value (for example a plan's down method per host); an entry gets
+        its host's value under that key, a host the mapping does not name nothing.
+    type: dict
+    default: {}
+  stamp:
+    description:
+      - An entry key under which every entry gets the same wall-clock time (Unix seconds), taken when the lookup
+        runs; in a task's arguments that is when the task starts on the controller (for example just after the
+        task before told a batch's hosts to suspend).
+    type: str
+    default: ""
   fields:
     description:
       - Only these keys of each entry besides C(name) (for example V([address, port]) - how to reach the host, with
@@ -63,6 +80,14 @@ EXAMPLES = r"""
     hosts: "{{ query('fleetnap.power.power_records', *ansible_play_hosts_all,
                      inventory={'down_method': ['gear_shift_down_method', 'fleetnap_down_method']},
                      defaults={'down_method': 'auto'}) }}"
+  delegate_to: localhost
+  run_once: true
+
+- name: Park a batch, each host with what its own suspend said (registered per host) and the plan's down method
+  fleetnap.power.gear_wave:
+    action: down
+    hosts: "{{ query('fleetnap.power.power_records', *ansible_play_batch, nest={'said': 'suspend_said'},
+                     each={'down_method': plan.down_methods}, stamp='since') }}"
   delegate_to: localhost
   run_once: true
 """
@@ -92,6 +117,7 @@ _list:
 """
 
 import re
+import time
 
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
@@ -108,25 +134,56 @@ def _empty(value):
 OWN_KEYS = ("name", "address", "port", "record", "inventory")
 
 
-def records(names, hostvars, inventory=None, defaults=None, merge=None, fields=None):
+def _keys(option, value, check):
+    """``value`` (a dict of entry key -> ``check``ed value) or AnsibleLookupError naming ``option``."""
+    if not isinstance(value, dict):
+        raise AnsibleLookupError("power_records: %s must be a dictionary of entry keys" % option)
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise AnsibleLookupError("power_records: %s: an entry key must be a non-empty string, got %r" % (option, key))
+        if key in OWN_KEYS:
+            raise AnsibleLookupError("power_records: %s.%s is a key of the entry's own" % (option, key))
+        if not check(item):
+            raise AnsibleLookupError("power_records: %s.%s must be %s" % (option, key, check.__doc__))
+    return value
+
+
+def _var_name(item):
+    """a variable name"""
+    return isinstance(item, str) and len(item) > 0
+
+
+def _mapping(item):
+    """a mapping of host name to value"""
+    return isinstance(item, dict)
+
+
+def records(names, hostvars, inventory=None, defaults=None, nest=None, each=None, stamp="", fields=None,
+            now=time.time):
     """The entries for ``names`` from ``hostvars`` (a mapping of host name to that host's variables,
     as Ansible's HostVars). AnsibleLookupError names what is wrong."""
     inventory = {} if inventory is None else inventory
     defaults = {} if defaults is None else defaults
-    merge = [] if merge is None else merge
+    nest = _keys("nest", {} if nest is None else nest, _var_name)
+    each = _keys("each", {} if each is None else each, _mapping)
     fields = [] if fields is None else fields
     if not isinstance(fields, (list, tuple)) or not all(isinstance(f, str) and f for f in fields):
         raise AnsibleLookupError("power_records: fields must be a list of entry keys")
     if not isinstance(inventory, dict) or not isinstance(defaults, dict):
         raise AnsibleLookupError("power_records: inventory and defaults must be dictionaries")
-    if not isinstance(merge, (list, tuple)) or not all(isinstance(m, str) and m for m in merge):
-        raise AnsibleLookupError("power_records: merge must be a list of variable names")
+    if not isinstance(stamp, str) or stamp in OWN_KEYS:
+        raise AnsibleLookupError("power_records: stamp must be an entry key (not one of the entry's own)")
+    given = list(nest) + list(each) + ([stamp] if stamp else [])
+    twice = sorted(set(k for k in given if given.count(k) > 1))
+    if twice:
+        raise AnsibleLookupError("power_records: %s given twice (nest, each, stamp)" % ", ".join(twice))
     for key, candidates in inventory.items():
         if not isinstance(key, str) or not isinstance(candidates, (list, tuple)) or \
                 not all(isinstance(c, str) for c in candidates):
             raise AnsibleLookupError("power_records: inventory.%s must be a list of variable names" % key)
     if len(names) > MAX_HOSTS:
         raise AnsibleLookupError("power_records: more than %d hosts" % MAX_HOSTS)
+    at = now() if stamp else None
     out = []
     for name in names:
         if not isinstance(name, str) or not name:
@@ -146,18 +203,16 @@ def records(names, hostvars, inventory=None, defaults=None, merge=None, fields=N
             if not _empty(value):
                 facts[key] = value
         entry["inventory"] = facts
-        for var in merge:
-            if var not in hv:
-                continue
-            extra = hv[var]
-            if not isinstance(extra, dict):
-                raise AnsibleLookupError("power_records: %s of %s must be a dictionary to merge, got %s"
-                                         % (var, name, type(extra).__name__))
-            own = sorted(k for k in extra if k in OWN_KEYS)
-            if own:
-                raise AnsibleLookupError("power_records: %s of %s sets the entry's own %s"
-                                         % (var, name, ", ".join(own)))
-            entry.update(extra)
+        for key, var in nest.items():
+            if var in hv:
+                entry[key] = hv[var]
+            elif key in defaults:
+                entry[key] = defaults[key]
+        for key, mapping in each.items():
+            if name in mapping:
+                entry[key] = mapping[name]
+        if stamp:
+            entry[stamp] = at
         if fields:
             entry = dict((k, v) for k, v in entry.items() if k == "name" or k in fields)
         out.append(entry)
@@ -171,4 +226,5 @@ class LookupModule(LookupBase):
         if not variables or "hostvars" not in variables:
             raise AnsibleLookupError("power_records: no host variables to read (run it in a play)")
         return records(list(terms), variables["hostvars"], self.get_option("inventory"), self.get_option("defaults"),
-                       self.get_option("merge"), self.get_option("fields"))
+                       self.get_option("nest"), self.get_option("each"), self.get_option("stamp"),
+                       self.get_option("fields"))

@@ -82,18 +82,37 @@ def after_shift(plan, observed, replicas, gmin, state_file, now=None):
     return plan_from(observed, replicas, gmin, groups_on=on, state_file=state_file, now=now)
 
 
-def woken_as_seen(observed, actions):
-    """The observation from before a shift that only woke hosts, with every host whose wake the
-    wave verified (its SSH greeting) seen answering, as a second observation would see it; the
-    others as they were (a failed wake stays silent). Returns a new dict."""
-    woken = set(a.get("host") for a in actions if a.get("action") == "up" and a.get("ok") is True)
+# What a second observation would see of a host whose action the waves verified: a woken host
+# greets (its chassis on), a host parked asleep is silent with its chassis on, a host parked off
+# silent with its chassis off.
+_VERIFIED = {("up", "on"): (True, "on"), ("down", "asleep"): (False, "on"), ("down", "off"): (False, "off")}
+
+
+def as_the_waves_saw(observed, actions):
+    """The observation from before a shift, with every host whose action the waves verified (a
+    wake: its SSH greeting; a park: its silence, and the BMC's chassis off for a power-off) seen
+    as a second observation would see it: answering or silent, its chassis power the state's
+    (only where the first observation read that host's BMC). The others stay as they were (a
+    failed action is not taken as done). A changed host's power reading is dropped: it was
+    measured in the state it left. Returns a new dict."""
+    done = {}
+    for a in actions:
+        if a.get("ok") is not True:
+            continue
+        seen_as = _VERIFIED.get((a.get("action"), "on" if a.get("action") == "up" else a.get("state")))
+        if seen_as is not None:
+            done[a.get("host")] = seen_as
     out = {}
     for name, seen in observed.items():
         seen = dict(seen) if isinstance(seen, dict) else seen
-        if name in woken and isinstance(seen, dict):
-            seen["ssh"] = True
+        if name in done and isinstance(seen, dict):
+            ssh, chassis = done[name]
+            seen["ssh"] = ssh
             if seen.get("bmc") is not None:
-                seen["bmc"] = "on"
+                seen["bmc"] = chassis
+            if seen.get("power_watts") is not None:
+                seen.update(power_watts=None, power_source=None,
+                            power_note="not read again after the shift (the waves verified the host)")
         out[name] = seen
     return out
 

@@ -650,7 +650,7 @@ GEAR_RECORD = [
     ("neither after nor observed", {k: v for k, v in GR.items() if k != "after"},
      "one of the following is required: after, observed"),
     ("observed_before without observed", dict(GR, observed_before=True),
-     "option observed_before: only with observed, for a shift whose plan puts no host down"),
+     "option observed_before: only with observed"),
     ("observed_before a word", dict(GR, observed_before="maybe"), "observed_before"),
     ("observed host without a group", dict({k: v for k, v in GR.items() if k != "after"},
                                            observed={"lab1": {"ssh": True}}), "lab1"),

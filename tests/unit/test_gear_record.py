@@ -268,12 +268,40 @@ def test_after_a_shift_that_only_woke_hosts_the_first_observation_and_the_wakes_
     woke[0] = dict(woke[0], ok=False, msg="did not come back")
     res = run_module("gear_record", dict(args, actions=woke), check=True)
     assert res["result"] == "failed" and "lab2: did not come back" in res["reason"]
-    # a shift that put hosts down: refused, nothing written
-    plan_down, _after, downs = shift_down()
-    res = run_module("gear_record", dict(args, plan=plan_down, actions=downs))
-    assert res.get("failed") and "option observed_before: only with observed, for a shift whose plan puts no host down" \
-        in res["msg"]
+    # without the observation it refers to: refused, nothing written
+    res = run_module("gear_record", dict(args, observed=None))
+    assert res.get("failed") and "option observed_before: only with observed" in res["msg"]
     assert not (tmp_path / "gear" / "state.json").exists()
+
+
+def test_after_a_down_shift_every_verified_park_is_taken_as_the_wave_saw_it(tmp_path):
+    """3 -> 1 without a second observation: a host parked asleep is silent with its chassis on, one
+    powered off silent with its chassis off, the draw each had before is not given to its new
+    state; a park that failed stays as observed (answering) and fails the shift."""
+    plan, _after, _actions = shift_down()
+    down = sorted(plan["down_hosts"])
+    before = {n: dict(h, ssh=True, bmc="on", down_method="suspend", up_methods=["wol"], bmc_configured=True,
+                      power_w=FIG, power_watts=120.0, power_source="dcmi") for n, h in LAB.items()}
+    actions = [{"host": n, "action": "down", "ok": True, "method": "suspend" if i else "off",
+                "state": "asleep" if i else "off", "msg": "silent"} for i, n in enumerate(down)]
+    args = _args(tmp_path, plan, None, actions, observed=before, observed_before=True, replicas=3, gmin=1)
+    del args["after"]
+    res = run_module("gear_record", args, check=True)
+    assert res.get("failed") is not True and res["result"] == "ok", res
+    hosts = res["record"]["hosts"]
+    assert hosts[down[0]]["state"] == "off" and all(hosts[n]["state"] == "asleep" for n in down[1:])
+    assert all(hosts[n]["state"] == "on" for n in LAB if n not in down)
+    assert gr.readings_of(gr.as_the_waves_saw(before, actions)) == dict(
+        ((n, "on"), (120.0, "dcmi")) for n in LAB if n not in down)       # no parked state given an on draw
+    assert all(before[n]["ssh"] and before[n]["power_watts"] == 120.0 for n in down)   # the caller's unchanged
+    # a host without a BMC read stays without one (a second observation would not know its chassis either)
+    no_bmc = gr.as_the_waves_saw(dict(before, **{down[1]: dict(before[down[1]], bmc=None)}), actions)
+    assert no_bmc[down[1]]["ssh"] is False and no_bmc[down[1]]["bmc"] is None
+    # one park failed: it is as observed (answering), the shift failed and names it
+    actions[1] = dict(actions[1], ok=False, state="on", msg="cannot suspend: masked")
+    res = run_module("gear_record", dict(args, actions=actions), check=True)
+    assert res["result"] == "failed" and "%s: cannot suspend: masked" % down[1] in res["reason"]
+    assert res["record"]["hosts"][down[1]]["state"] == "on"
 
 
 def test_the_record_releases_the_lock_its_playbook_owns_and_no_other(tmp_path):

@@ -63,27 +63,38 @@ def test_bad_inputs_are_refused_naming_them(names, inventory, defaults, message)
         power_records.records(names, HOSTVARS, inventory, defaults)
 
 
-def test_merge_puts_a_hosts_own_fact_at_the_top_of_its_entry():
-    """What a host's suspend said travels in a fact without its record; the lookup joins the two."""
-    hostvars = dict(HOSTVARS, a=dict(HOSTVARS["a"], said={"down_method": "suspend", "since": 1.5}, more={"x": 1}))
-    a, b = power_records.records(["a", "b"], hostvars, merge=["said", "more"])
-    assert a["down_method"] == "suspend" and a["since"] == 1.5 and a["x"] == 1
+def test_nest_each_and_stamp_give_each_entry_its_hosts_own_values():
+    """What a host's suspend said (a registered result) travels without its record; the lookup
+    joins the two, with the plan's per-host value and one time stamp, and no task per host."""
+    hostvars = dict(HOSTVARS, a=dict(HOSTVARS["a"], said={"rc": 0, "stdout": "scheduled"}, fallback="off"))
+    a, b = power_records.records(["a", "b"], hostvars, nest={"said": "said", "no_s3_fallback": "fallback"},
+                                 each={"down_method": {"a": "suspend", "c": "off"}}, stamp="since",
+                                 defaults={"no_s3_fallback": "soft"}, now=lambda: 1234.5)
+    assert a["said"] == {"rc": 0, "stdout": "scheduled"} and a["no_s3_fallback"] == "off"
+    assert a["down_method"] == "suspend" and a["since"] == 1234.5 == b["since"]
     assert a["record"]["fleetnap_bmc_password"] == "s3cret"
-    assert set(b) == {"name", "address", "port", "record", "inventory"}   # no fact, nothing merged
+    # b has no said (nothing nested, no default), the default fallback, and no down method in the map
+    assert "said" not in b and b["no_s3_fallback"] == "soft" and "down_method" not in b
+    assert set(power_records.records(["b"], HOSTVARS)[0]) == {"name", "address", "port", "record", "inventory"}
 
 
-@pytest.mark.parametrize("merge, value, message", [
-    ("said", None, "merge must be a list of variable names"),
-    ([""], None, "merge must be a list of variable names"),
-    ([3], None, "merge must be a list of variable names"),
-    (["said"], "suspend", "said of a must be a dictionary to merge, got str"),
-    (["said"], ["suspend"], "said of a must be a dictionary to merge, got list"),
-    (["said"], {"record": {}, "address": "x"}, "said of a sets the entry's own address, record"),
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(nest="said"), "nest must be a dictionary of entry keys"),
+    (dict(nest={"said": ""}), "nest.said must be a variable name"),
+    (dict(nest={"said": 3}), "nest.said must be a variable name"),
+    (dict(nest={"": "said"}), "nest: an entry key must be a non-empty string"),
+    (dict(nest={"address": "said"}), "nest.address is a key of the entry's own"),
+    (dict(each={"down_method": ["a"]}), "each.down_method must be a mapping of host name to value"),
+    (dict(each=["down_method"]), "each must be a dictionary of entry keys"),
+    (dict(each={"record": {}}), "each.record is a key of the entry's own"),
+    (dict(stamp=3), "stamp must be an entry key"),
+    (dict(stamp="name"), "stamp must be an entry key"),
+    (dict(nest={"since": "said"}, stamp="since"), "since given twice"),
+    (dict(nest={"x": "said"}, each={"x": {}}), "x given twice"),
 ])
-def test_bad_merges_are_refused_naming_them(merge, value, message):
-    hostvars = dict(HOSTVARS, a=dict(HOSTVARS["a"], said=value))
+def test_bad_nests_and_maps_are_refused_naming_them(kwargs, message):
     with pytest.raises(AnsibleLookupError, match=message):
-        power_records.records(["a"], hostvars, merge=merge)
+        power_records.records(["a"], HOSTVARS, **kwargs)
 
 
 def test_fields_keep_only_the_keys_asked_for_so_no_record_and_no_password_travels():
@@ -111,7 +122,7 @@ def test_through_ansible_with_a_real_inventory(tmp_path):
         "ansible.builtin.set_fact": {"said": {"rc": 0}}, "when": "inventory_hostname == 'n2'"}, {
         "ansible.builtin.copy": {"dest": str(out), "content": "{{ query('fleetnap.power.power_records', "
                                  "*ansible_play_hosts_all, inventory={'down_method': ['fleetnap_down_method']}, "
-                                 "defaults={'down_method': 'auto'}, merge=['said']) | to_json }}"},
+                                 "defaults={'down_method': 'auto'}, nest={'said': 'said'}) | to_json }}"},
         "delegate_to": "localhost", "run_once": True}]}]))
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(play)], capture_output=True,
@@ -122,4 +133,4 @@ def test_through_ansible_with_a_real_inventory(tmp_path):
                          "record": {"fleetnap_power_methods": ["wol", "ipmi"], "fleetnap_rack": "rack1",
                                     "fleetnap_gear_group": 1}}
     assert got["n2"]["port"] == 2200 and got["n2"]["inventory"] == {"down_method": "off"}
-    assert got["n2"]["rc"] == 0    # a fact the play set on n2, merged (n1 set none: its entry is above)
+    assert got["n2"]["said"] == {"rc": 0}    # a fact the play set on n2, nested (n1 set none: its entry is above)
