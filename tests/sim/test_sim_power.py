@@ -80,6 +80,15 @@ def shift_to(psim: Sim, gear, *extra: str) -> dict:
     return json.loads((gear / "state.json").read_text())
 
 
+def observed_in_finish(stdout: str) -> bool:
+    """Whether the finish play of a gear_shift.yml run observed every host again (its
+    gear_observe task ran, not skipped)."""
+    finish = stdout.split("PLAY [Gear shift - finish", 1)[1]
+    task = finish.split("TASK [gear_shift : Observe every host at once", 1)
+    return len(task) == 2 and re.search(r"^(?:ok|changed): \[\S+ -> localhost\]", task[1].split("TASK [", 1)[0],
+                                        re.M) is not None
+
+
 def chassis(psim: Sim, host: str) -> str:
     out = psim.ipmitool(host, "chassis", "power", "status")
     return out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else "no-bmc"
@@ -248,11 +257,17 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
     shift = functools.partial(shift_to, psim, gear)
 
     before = {n: len(psim.power_log(n)) for n in hosts}
-    shift("-e", "gear_shift_gear=1")
+    proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=1")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     parked = [n for n in hosts if last(psim, n)["state"] != "on"]
     assert len(parked) == 4 and len({hosts[n]["gear_group"] for n in parked}) == 2, parked
     for n in parked:
         assert last(psim, n)["state"] == "S3" and not answers(hosts[n]["ip"], 0.5)
+    # every park verified by the wave: no second observation round, the record took each parked
+    # host as the wave saw it (silent, asleep)
+    assert not observed_in_finish(proc.stdout), proc.stdout[-3000:]
+    st = json.loads((gear / "state.json").read_text())
+    assert sorted(n for n, h in st["hosts"].items() if h["state"] == "asleep") == sorted(parked), st["hosts"]
     for n in set(hosts) - set(parked):
         assert len(psim.power_log(n)) == before[n]                       # untouched
     proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=3")
@@ -272,10 +287,16 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
         # on the wake: it may finish a moment after the shift)
         wait("%s's resume hook" % n, lambda: ssh(psim, n, "test ! -e /run/fleetnap/park-resume").returncode == 0, 15)
         assert ssh(psim, n, "cat /sys/power/mem_sleep; ls /run/fleetnap 2>&1").stdout.startswith("s2idle [deep]\n")
-    # by the BMC: power off, then on by IPMI alone
-    shift("-e", "gear_shift_gear=2", "-e", "gear_shift_down_method=off")
+    # by the BMC: power off, then on by IPMI alone; with the parked draw asked for
+    # (gear_shift_read_power), the shift observes again after the parks (ipmi_sim reads none)
+    proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=2",
+                         "-e", "gear_shift_down_method=off", "-e", "gear_shift_read_power=true")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert observed_in_finish(proc.stdout), proc.stdout[-3000:]
     off = [n for n in hosts if last(psim, n)["state"] == "off"]
     assert len(off) == 2 and all(last(psim, n)["why"] == "BMC power off" for n in off), off
+    st = json.loads((gear / "state.json").read_text())
+    assert sorted(n for n, h in st["hosts"].items() if h["state"] == "off") == sorted(off), st["hosts"]
     assert all(chassis(psim, n) == "off" for n in off)
     shift("-e", "gear_shift_gear=3", "-e", '{"gear_shift_up_methods": ["ipmi"]}')
     for n in off:
