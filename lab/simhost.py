@@ -151,9 +151,9 @@ def own_mac_filter(mac: str) -> list[tuple[int, int, int, int]]:
     """A classic BPF program for a UDP socket (offset 0 is the UDP header, the payload at 8) that
     drops a magic packet whose sync stream opens the payload and names another MAC (and a
     datagram too short to name one), and passes everything else to ``magic_packet_mac``: what a
-    NIC's wake filter does in hardware. Without
-    it every broadcast of a wave woke every simulated host's program (N hosts x packets process
-    wake-ups on the controller's cores), a cost no real fleet has."""
+    NIC's wake filter does in hardware. Without it every broadcast of a wave woke every simulated
+    host's program (N hosts x packets process wake-ups on the controller's cores), a cost no real
+    fleet has."""
     raw = bytes(int(part, 16) for part in mac.split(":"))
     if len(raw) != 6:
         raise ValueError("not a MAC: %r" % mac)
