@@ -177,13 +177,54 @@ options:
     default: 1
   bmc_read:
     description:
-      - V(always) reads every host's chassis power (the BMC check of a shift's plan needs it).
+      - V(always) reads every host's chassis power.
       - V(silent) reads only the BMCs of hosts that did not greet, after their probe (to tell
         asleep from off); an answering host is on, and its C(bmc) in RV(hosts) is null with
         C(bmc_read) false.
+      - V(needed) asks only what the plan of the shift in O(shift) uses (a shift's first
+        observation). A host of a group the shift has on that answers stays on, and its BMC is not
+        read. One that O(state_file) has parked is to be woken; it is probed for
+        O(wake_probe_timeout) only, and when parked asleep its BMC is not read either (C(parked_as)
+        in RV(hosts) says the state file's word; the wave wakes it by its methods and asks its BMC
+        then, if one of them is a BMC). Every BMC of a host of another group is read at once (an
+        answering host goes down, and the plan's BMC check needs its BMC to have answered). With
+        O(read_power), every BMC is read.
     type: str
-    choices: [always, silent]
+    choices: [always, silent, needed]
     default: always
+  shift:
+    description:
+      - The shift the observation is for, with O(bmc_read=needed) (required then); its gear and
+        rotation date, or its groups, as M(gear_shift_plan) is given them. The plan's health gate
+        only adds groups to these, so what is not asked for them stays unneeded.
+    type: dict
+    suboptions:
+      gear:
+        description: Target gear (the groups come from the rotation of O(shift.date)).
+        type: int
+      groups_on:
+        description: Target groups (M(gear_plan)'s C(now.groups_on)). Exactly one of O(shift.gear) and this.
+        type: list
+        elements: int
+      replicas:
+        description: Number of gear groups (r).
+        type: int
+        default: 3
+      gmin:
+        description: Lowest gear allowed.
+        type: int
+        default: 1
+      date:
+        description: Date (YYYY-MM-DD) whose rotation O(shift.gear) uses. Default today on the controller.
+        type: str
+  wake_probe_timeout:
+    description:
+      - With O(bmc_read=needed), seconds a host has to greet that O(state_file) records as parked
+        and that the shift wakes (at most O(parked_probe_timeout)). One that answers (woken by hand)
+        is seen on; one that answers later is woken, which it survives, and the wake's report says
+        how soon it answered.
+    type: float
+    default: 0.25
   read_power:
     description:
       - Also read the power draw each BMC measures (DCMI power reading over IPMI; Redfish
@@ -232,6 +273,8 @@ hosts:
     - What was seen, per host name.
     - A host that O(state_file) records as parked with the gear_member role's resume hook has C(resume_hook=true)
       (it puts its in-service sleep policy back itself on the wake; gear_shift's wake phase then leaves it alone).
+    - With O(bmc_read=needed), a host whose BMC was not read because O(state_file) has it parked asleep and
+      the shift wakes it has C(parked_as=asleep) (M(gear_shift_plan) takes its state from it).
   returned: always
   type: dict
   sample:
@@ -249,17 +292,20 @@ elapsed_s:
 """
 
 import time
+from datetime import date as dt_date
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options, take_records
-from ansible.module_utils.fleetnap.gearshift import ShiftError, read_states
+from ansible.module_utils.fleetnap.gear import GearError
+from ansible.module_utils.fleetnap.gearshift import ShiftError, observation_needs, read_states, target_groups
 from ansible.module_utils.fleetnap.observe import OBSERVED, observe
 from ansible.module_utils.fleetnap.secrets import drop_credentials, guard, refuse_command_line
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
+from ansible.module_utils.fleetnap.validate import ParamError, all_of, check_params, items, number, numbers, path, text
 
 CHECKS = {
     "probe_timeout": number(lo=0, lo_open=True, hi=60),
     "parked_probe_timeout": number(lo=0, lo_open=True, hi=60),
+    "wake_probe_timeout": number(lo=0, lo_open=True, hi=60),
     "state_file": path(),
     "bmc_concurrency": number(lo=1, hi=256, integer=True),
     "probe_concurrency": number(lo=1, hi=4096, integer=True),
@@ -268,6 +314,34 @@ CHECKS = {
     "session_timeout": number(lo=1, hi=60, integer=True),
     "rate_limit_dir": path(),
 }
+
+# what gear_shift_plan checks of the same values (its CHECKS)
+SHIFT_CHECKS = {
+    "gear": number(lo=0, hi=100, integer=True),
+    "groups_on": all_of(items(100), numbers(lo=1, hi=100, integer=True)),
+    "replicas": number(lo=1, hi=100, integer=True),
+    "gmin": number(lo=1, hi=100, integer=True),
+    "date": text(max_len=32),
+}
+
+
+def shift_groups(shift):
+    """The groups the shift of option shift has on (gear_shift_plan's target_groups, before the
+    health gate); ShiftError / ParamError naming shift.* otherwise."""
+    for key, check in SHIFT_CHECKS.items():
+        if shift.get(key) is not None:
+            check("shift." + key, shift[key])
+    day = None
+    if shift.get("date"):
+        try:
+            day = dt_date.fromisoformat(shift["date"])
+        except ValueError:
+            raise ShiftError("option shift.date: %r is not YYYY-MM-DD" % shift["date"])
+    try:
+        return target_groups(shift["replicas"], shift["gmin"], gear=shift.get("gear"),
+                             groups_on=shift.get("groups_on"), day=day)[1]
+    except ShiftError as exc:
+        raise ShiftError("option shift: %s" % exc)
 
 
 def power_reading(bmc):
@@ -286,7 +360,15 @@ def main():
             probe_timeout=dict(type="float", default=3),
             state_file=dict(type="path"),
             parked_probe_timeout=dict(type="float", default=1),
-            bmc_read=dict(type="str", choices=["always", "silent"], default="always"),
+            bmc_read=dict(type="str", choices=["always", "silent", "needed"], default="always"),
+            shift=dict(type="dict", options=dict(
+                gear=dict(type="int"),
+                groups_on=dict(type="list", elements="int"),
+                replicas=dict(type="int", default=3),
+                gmin=dict(type="int", default=1),
+                date=dict(type="str"),
+            )),   # exactly one of gear and groups_on (a null one is not given): target_groups says so
+            wake_probe_timeout=dict(type="float", default=0.25),
             read_power=dict(type="bool", default=False),
             bmc_concurrency=dict(type="int", default=4),
             probe_concurrency=dict(type="int", default=256),
@@ -295,6 +377,7 @@ def main():
             session_timeout=dict(type="int", default=2),
             rate_limit_dir=dict(type="path", default="~/.cache/fleetnap/bmc"),
         ),
+        required_if=[("bmc_read", "needed", ("shift",))],
         supports_check_mode=True,
     )
     p = module.params
@@ -308,8 +391,9 @@ def main():
     check_params(module, CHECKS)
     try:
         check_hosts(p["hosts"])
+        on = shift_groups(p["shift"]) if p["shift"] else None
         recorded = read_states(p["state_file"]) if p["state_file"] else {}
-    except (ParamError, ShiftError) as exc:
+    except (ParamError, ShiftError, GearError) as exc:
         module.fail_json(msg=str(exc))
     refuse_command_line(module, dict(("hosts[%d].bmc_password" % i, h.get("bmc_password"))
                                      for i, h in enumerate(p["hosts"]) if h.get("bmc_password")))
@@ -321,6 +405,16 @@ def main():
         module.warn("left out of the result, as they name credentials: %s%s"
                     % (", ".join(dropped[:10]), " and %d more" % (len(dropped) - 10) if len(dropped) > 10 else ""))
     parked = set(n for n, h in recorded.items() if h.get("state") in ("asleep", "off"))
+    needs = {}
+    if p["bmc_read"] == "needed":
+        needs = observation_needs(dict((h["name"], (h["inventory"] or {}).get("group")) for h in p["hosts"]),
+                                  on, recorded, read_power=p["read_power"])
+    wake_probe = min(p["wake_probe_timeout"], p["parked_probe_timeout"])
+
+    def own_probe(name):
+        if (needs.get(name) or {}).get("wake"):
+            return wake_probe
+        return p["parked_probe_timeout"] if name in parked else None
     started = time.time()
     with_bmc = [h for h in p["hosts"] if h.get("bmc_address") and h["bmc_protocol"] == "ipmi"]
     ipmitool = module.get_bin_path("ipmitool", required=bool(with_bmc))
@@ -331,7 +425,8 @@ def main():
         return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
 
     targets = [{"name": h["name"], "address": h["address"], "port": h["port"],
-                "probe_timeout": p["parked_probe_timeout"] if h["name"] in parked else None,
+                "probe_timeout": own_probe(h["name"]),
+                "bmc_read": (needs.get(h["name"]) or {}).get("bmc_read"),
                 "bmc": bmc_for(h, runner, ipmitool, [timeout_bin] if timeout_bin else None,
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])}
@@ -343,9 +438,13 @@ def main():
                                  % (i, ", ".join(clash)))
     seen = observe(targets, p["probe_timeout"], lambda bmc: bmc.status(),
                    probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"],
-                   bmc_read=p["bmc_read"], bmc_power=power_reading if p["read_power"] else None)
+                   bmc_read="always" if p["bmc_read"] == "needed" else p["bmc_read"],
+                   bmc_power=power_reading if p["read_power"] else None)
     for h in p["hosts"]:
         seen[h["name"]] = dict(h["inventory"], name=h["name"], **seen[h["name"]])
+        said = (needs.get(h["name"]) or {}).get("parked_as")
+        if said and not seen[h["name"]]["bmc_read"]:
+            seen[h["name"]]["parked_as"] = said
         if (recorded.get(h["name"]) or {}).get("resume_hook") is True:
             seen[h["name"]]["resume_hook"] = True
     module.exit_json(changed=False, hosts=seen, elapsed_s=round(time.time() - started, 3))

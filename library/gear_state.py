@@ -127,18 +127,13 @@ reason:
   sample: "lab2: up failed (did not come back: wol: did not become answering within 90 s)"
 """
 
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, journal
-from ansible.module_utils.fleetnap.gearshift import failure_wins, parked_state
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, path
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, path
 
-# \Z, not $: '$' also matches before a final newline, which let "n2\n" into the state file.
-HOST_NAME = name(r"^[A-Za-z0-9_.:@\[\]-]{1,255}\Z", "an inventory host name")
+HOST_NAME = journal.HOST_NAME
 CHECKS = {"path": path(), "lock_file": path()}
-MAX_HOSTS = 100000
+MAX_HOSTS = journal.MAX_HOSTS
 STATES = ("on", "asleep", "off", "unknown")
 
 
@@ -155,32 +150,6 @@ def _check_lists(p):
                 raise ParamError("option %s[%d]: needs a host name (host), got %r" % (opt, i, item.get("host")))
     if p["event"] == "before_down" and not p["rows"] and p["hosts"]:
         raise ParamError("option rows: event before_down needs the plan's rows")
-
-
-def decide(event, hosts, rows, results):
-    """Host -> state to write for this event (only the hosts it concerns)."""
-    batch = set(hosts)
-    out = {}
-    if event == "before_down":
-        for r in rows:
-            if r["host"] in batch and r.get("action") == "down":
-                out[r["host"]] = parked_state(r.get("method"))
-        return out
-    # A host may have two results (its wake, then what failed after it): a failure wins.
-    merged = failure_wins(results)
-    failed = set(res["host"] for res in merged if res.get("ok") is not True)
-    for res in merged:
-        h = res["host"]
-        if h not in batch:
-            continue
-        if event == "after_up" and res.get("ok") is True and h not in failed:
-            out[h] = "on"
-        elif event == "after_down":
-            if res.get("ok") is True and res.get("state") in ("asleep", "off"):
-                out[h] = res["state"]
-            elif res.get("ok") is not True and res.get("state") == "on":
-                out[h] = "on"   # the down failed and the host stayed up
-    return out
 
 
 def main():
@@ -210,33 +179,16 @@ def main():
         if reason or p["event"] == "query":
             module.exit_json(changed=False, updated={}, stop=bool(reason), reason=reason,
                              actions=journal.actions(doc, shift), diff={"before": {"hosts": {}}, "after": {"hosts": {}}})
-    want = decide(p["event"], p["hosts"], p["rows"], p["results"])
-    journaled = shift is not None and p["event"] != "before_down" and bool(p["results"])
-    hosts = doc["hosts"]
-    before = {h: hosts[h].get("state") if h in hosts else None for h in want}
-    updated = {h: s for h, s in want.items() if before[h] != s}
-    diff = {"before": {"hosts": before}, "after": {"hosts": dict(before, **want)}}
-    if (not updated and not journaled) or module.check_mode:
-        module.exit_json(changed=bool(updated), updated=updated, diff=diff, stop=False, reason="")
-
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for h, s in updated.items():
-        entry = hosts.get(h, {"host": h})
-        entry.update(state=s, since=now, by=p["event"])
-        hosts[h] = entry
-    directory = os.path.dirname(real) or "/"
-    if not os.path.isdir(directory):
-        module.fail_json(msg="the state file's directory %s does not exist" % directory)
+    want = journal.batch_states(p["event"], p["hosts"], p["rows"], p["results"])
     try:
-        if journaled:
-            journal.note_batch(doc, shift, p["results"], now)
-        else:
-            journal.touch(doc, shift, now)
-        journal.write(real, doc, module)
+        written, updated, diff = journal.note_event(real, doc, shift, p["event"], want, p["results"], module,
+                                                    check_mode=module.check_mode)
     except ParamError as exc:
         module.fail_json(msg=str(exc))
     except (fileio.HostFsError, OSError, ValueError) as exc:
         module.fail_json(msg="could not write the state file %s: %s (it is as it was)" % (real, exc))
+    if not written:
+        module.exit_json(changed=bool(updated), updated=updated, diff=diff, stop=False, reason="")
     module.exit_json(changed=True, updated=updated, diff=diff, stop=False, reason="")
 
 

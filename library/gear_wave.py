@@ -252,6 +252,40 @@ options:
         answered C(off).
       - Unset, each host's entry in O(hosts) says all.
     type: dict
+  journal:
+    description:
+      - The shift's journal (the gear state file, M(gear_state)'s O(fleetnap.power.gear_state#module:path)), written
+        by this call once the wave is over, as M(gear_state) writes the wave's event (V(after_up) or
+        V(after_down)). The verified wakes are C(on), the verified parks C(asleep) or C(off), a host
+        whose down failed while it stayed up C(on); with O(journal.lock_file), every result of the
+        batch goes into the running shift's actions and failures. One call instead of a wave and a
+        M(gear_state) call.
+      - The file is read and checked before any host is acted on. When it cannot be written after
+        the wave acted, the call fails, says so, and returns every host's result (RV(hosts)); the
+        file is as it was.
+      - Nothing is written in check mode.
+    type: dict
+    suboptions:
+      state_file:
+        description: The gear state file (absolute; its directory must exist).
+        type: path
+        required: true
+      lock_file:
+        description: The gear-shift lock file; its owner is the running shift whose journal the results go into.
+        type: path
+      batch:
+        description:
+          - The hosts of the batch the event concerns (a host woken outside a shift and put back in
+            service, of the same batch, included). Default the hosts of O(hosts).
+        type: list
+        elements: str
+      results:
+        description:
+          - Results of the batch beside the wave's own, with the wave's shape (C(host), C(action),
+            C(ok), C(state), C(msg)); a host put back in service, a drain hook that failed.
+        type: list
+        elements: dict
+        default: []
   wol_timeout:
     description: Seconds a host has to answer after its magic packets.
     type: float
@@ -396,11 +430,19 @@ elapsed_s:
   description: Seconds the whole wave took.
   returned: always
   type: float
+journal:
+  description:
+    - With O(journal), what was written into the state file (C(written), and C(updated), host -> state it
+      was set to).
+  returned: when O(journal) is given and the wave ran
+  type: dict
+  sample: {written: true, updated: {web1: "on"}}
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio, journal
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options, take_records
 from ansible.module_utils.fleetnap.observe import compile_greeting
 from ansible.module_utils.fleetnap.secrets import guard, refuse_command_line
@@ -461,6 +503,22 @@ def wake_fields_from(observed, hosts):
         if bmc is not None and not isinstance(bmc, str):
             raise ParamError("option observed.%s.bmc: must be the BMC's answer (text), got %r" % (h["name"], bmc))
         h["chassis_was_off"] = bmc == "off"
+
+
+def journal_of(given):
+    """(state file, its document, the running shift) of option journal, read and checked before
+    the wave acts: the batch's host names and every result's host (ParamError naming them)."""
+    for opt in ("state_file", "lock_file"):
+        if given.get(opt) is not None:
+            path()("journal." + opt, given[opt])
+    for i, n in enumerate(given.get("batch") or []):
+        journal.HOST_NAME("journal.batch[%d]" % i, n)
+    if len(given.get("batch") or []) > journal.MAX_HOSTS or len(given["results"]) > journal.MAX_HOSTS:
+        raise ParamError("option journal: at most %d hosts and results" % journal.MAX_HOSTS)
+    for i, r in enumerate(given["results"]):
+        if not isinstance(r.get("host"), str):
+            raise ParamError("option journal.results[%d]: needs a host name (host), got %r" % (i, r.get("host")))
+    return given["state_file"], journal.read(given["state_file"]), journal.shift_of(given.get("lock_file"))
 
 
 def check_wave_hosts(action, hosts):
@@ -535,6 +593,12 @@ def main():
             action=dict(type="str", required=True, choices=["up", "down"]),
             hosts=dict(type="list", elements="dict", required=True, options=host_options(**WAVE_OPTIONS)),
             observed=dict(type="dict"),
+            journal=dict(type="dict", options=dict(
+                state_file=dict(type="path", required=True),
+                lock_file=dict(type="path"),
+                batch=dict(type="list", elements="str"),
+                results=dict(type="list", elements="dict", default=[]),
+            )),
             wol_timeout=dict(type="float", default=90),
             ipmi_timeout=dict(type="float", default=300),
             down_timeout=dict(type="float", default=120),
@@ -572,13 +636,15 @@ def main():
                 raise ParamError("option observed: only with action=up")
             wake_fields_from(p["observed"], p["hosts"])
         check_wave_hosts(p["action"], p["hosts"])
+        # the journal read and checked before any host is acted on
+        kept = journal_of(p["journal"]) if p["journal"] else None
     except (ParamError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     refuse_command_line(module, dict(("hosts[%d].bmc_password" % i, h.get("bmc_password"))
                                      for i, h in enumerate(p["hosts"]) if h.get("bmc_password")))
     started = time.time()
     names = [h["name"] for h in p["hosts"]]
-    if module.check_mode or not p["hosts"]:
+    if module.check_mode or (not p["hosts"] and kept is None):
         module.exit_json(changed=bool(p["hosts"]), hosts={}, ok=[], not_ok=[], would=names,
                          elapsed_s=round(time.time() - started, 3))
 
@@ -613,7 +679,7 @@ def main():
                 silent_for=p["silent_for"], bmc_poll=max(1.0, p["min_interval"]),
                 cycle_unresponsive=p["cycle_unresponsive"], soft_fallback_hard=p["soft_fallback_hard"])
     try:
-        results = wave.wake(hosts) if p["action"] == "up" else wave.park(hosts)
+        results = {} if not hosts else wave.wake(hosts) if p["action"] == "up" else wave.park(hosts)
     finally:
         for h in hosts:     # Redfish sessions are logged out
             close = getattr(h["bmc"], "close", None)
@@ -623,8 +689,20 @@ def main():
                 except Exception:  # a session the BMC already dropped: nothing left to close
                     pass
     ok = [n for n in names if results[n]["ok"]]
-    module.exit_json(changed=True, hosts=results, ok=ok, not_ok=[n for n in names if n not in ok],
-                     elapsed_s=round(time.time() - started, 3))
+    out = dict(hosts=results, ok=ok, not_ok=[n for n in names if n not in ok], elapsed_s=round(time.time() - started, 3))
+    if kept is not None:
+        real, doc, shift = kept
+        batch = p["journal"]["batch"] if p["journal"]["batch"] is not None else names
+        every = [results[n] for n in names] + p["journal"]["results"]
+        event = "after_up" if p["action"] == "up" else "after_down"
+        try:
+            written, updated, _diff = journal.note_event(real, doc, shift, event,
+                                                         journal.batch_states(event, batch, [], every), every, module)
+        except (ParamError, fileio.HostFsError, OSError, ValueError) as exc:
+            module.fail_json(msg="the wave ran (every host's result is in hosts) but the state file %s could not be "
+                                 "written: %s (it is as it was)" % (real, exc), **out)
+        out["journal"] = {"written": written, "updated": updated}
+    module.exit_json(changed=bool(names) or bool(out.get("journal", {}).get("written")), **out)
 
 
 if __name__ == "__main__":

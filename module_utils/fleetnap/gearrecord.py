@@ -93,11 +93,13 @@ def as_the_waves_saw(observed, actions):
     wake: its SSH greeting; a park: its silence, and the BMC's chassis off for a power-off) seen
     as a second observation would see it: answering or silent, its chassis power the state's
     (only where the first observation read that host's BMC). The others stay as they were (a
-    failed action is not taken as done). A changed host's power reading is dropped: it was
-    measured in the state it left. Returns a new dict."""
-    done = {}
+    failed action is not taken as done; where its state was the state file's word, its BMC not
+    asked, it is unknown now). A changed host's power reading is dropped: it was measured in the
+    state it left. Returns a new dict."""
+    done, failed = {}, set()
     for a in actions:
         if a.get("ok") is not True:
+            failed.add(a.get("host"))
             continue
         seen_as = _VERIFIED.get((a.get("action"), "on" if a.get("action") == "up" else a.get("state")))
         if seen_as is not None:
@@ -113,6 +115,8 @@ def as_the_waves_saw(observed, actions):
             if seen.get("power_watts") is not None:
                 seen.update(power_watts=None, power_source=None,
                             power_note="not read again after the shift (the waves verified the host)")
+        if name in failed and isinstance(seen, dict) and seen.get("bmc_read") is False:
+            seen.pop("parked_as", None)     # the state file's word no longer holds after a failed action
         out[name] = seen
     return out
 

@@ -14,7 +14,9 @@ Observed power states (``observed_state``):
 - ``on``: the host's service (SSH) answers;
 - ``asleep``: it does not answer but its BMC reports chassis power on (S3, or hung);
 - ``off``: its BMC reports chassis power off;
-- ``unknown``: it does not answer and there is no BMC answer to tell.
+- ``unknown``: it does not answer and there is no BMC answer to tell;
+- a silent host whose BMC the observation did not ask (``observation_needs``: the state file has
+  it asleep and the shift wakes it) is in the state the state file gives (``parked_as``).
 
 Health gate (``plan_shift``): a host that answered at the end of the last shift (the state
 file's ``hosts.NAME.state``; every host when there is no state file), that belongs to a group which must be on after the shift,
@@ -53,15 +55,56 @@ class ShiftError(ValueError):
     """Input a gear shift cannot be planned from (the message names the host or value)."""
 
 
-def observed_state(ssh_answering, bmc_power=None):
-    """Power state from the SSH probe and, when SSH is silent, the BMC's chassis power."""
+def observed_state(ssh_answering, bmc_power=None, parked_as=None):
+    """Power state from the SSH probe and, when SSH is silent, the BMC's chassis power; when the
+    BMC was not asked (``bmc_power`` None), the state file's ``parked_as`` (asleep or off)."""
     if ssh_answering:
         return "on"
     if bmc_power == "off":
         return "off"
     if bmc_power == "on":
         return "asleep"
+    if bmc_power is None and parked_as in ("asleep", "off"):
+        return parked_as
     return "unknown"
+
+
+def observation_needs(groups, groups_on, recorded, read_power=False):
+    """What a shift's first observation must ask of each host, so that it asks nothing the plan
+    does not use. ``groups``: name -> the host's gear group (its inventory value); ``groups_on``:
+    the groups the shift is to have on (the health gate only ever adds groups to them, so what is
+    skipped here for them stays unneeded); ``recorded``: the state file's entries (read_states).
+
+    Returns name -> {"bmc_read": "always" | "silent" | "never", "wake": bool, "parked_as": state
+    or None}:
+
+    - a host of a group the shift has on: an answering one stays on, its BMC is not asked
+      (``silent``: only when it does not answer, to tell asleep from off); one the state file has
+      parked is to be woken (``wake``: a short probe, a host woken by hand is seen on), and when
+      parked asleep its BMC is not asked (``never``; ``parked_as`` asleep): the wave wakes it by
+      its methods, and a BMC among them is asked then. One parked off keeps its BMC read (a wake
+      that falls back to the BMC must know the chassis was off: the host may be booting);
+    - a host of any other group (or whose group is not a gear group): its BMC is read at once
+      (``always``): an answering host goes down, and the plan's BMC check needs its BMC to have
+      answered; a parked one needs its chassis (asleep or off, and the second tier's power-off);
+    - ``read_power``: every BMC is read (``always``), for its power reading.
+    """
+    on = set(int(g) for g in groups_on)
+    out = {}
+    for name, group in groups.items():
+        parked = ((recorded or {}).get(name) or {}).get("state")
+        parked = parked if parked in ("asleep", "off") else None
+        group = _group(group)
+        need = {"bmc_read": "always", "wake": False, "parked_as": None}
+        if group in on:
+            need["wake"] = parked is not None
+            need["bmc_read"] = "never" if parked == "asleep" else "silent"
+            need["parked_as"] = "asleep" if parked == "asleep" else None
+        if read_power:
+            need["bmc_read"] = "always"
+            need["parked_as"] = None
+        out[name] = need
+    return out
 
 
 def target_groups(replicas, gmin, gear=None, groups_on=None, day=None):
@@ -233,7 +276,8 @@ def _with_state(name, h):
         raise ShiftError("host %s: give state, or ssh (did it answer?) and bmc (chassis power)" % name)
     out = dict(h)
     try:        # "0", "no", "false" are not an answer: never the truthiness of a string
-        out["state"] = observed_state(boolean(h["ssh"], "host %s: ssh" % name), h.get("bmc"))
+        out["state"] = observed_state(boolean(h["ssh"], "host %s: ssh" % name), h.get("bmc"),
+                                      h.get("parked_as") if h.get("bmc_read") is False else None)
     except ParseError as e:
         raise ShiftError(str(e))
     return out
@@ -376,13 +420,17 @@ def bmc_check(hosts, plan):
     out = {"ok": not (unanswered or missing), "unanswered": unanswered, "missing": missing, "reason": "", "msg": ""}
     if out["ok"]:
         return out
-    why = ["%s: %s" % (n, hosts[n].get("bmc_error") or "no answer") for n in unanswered]
+    def said(n):
+        if hosts[n].get("bmc_read") is False:   # an observation that skipped it (observation_needs, another gear)
+            return "not asked by the observation"
+        return hosts[n].get("bmc_error") or "no answer"
+
+    why = ["%s: %s" % (n, said(n)) for n in unanswered]
     why += ["%s: no BMC configured for down method soft/off" % n for n in missing]
     out["reason"] = "BMC check failed before anything was powered down: " + "; ".join(why)
     parts = []
     if unanswered:
-        silent = ["%s (%s: %s)" % (n, hosts[n].get("bmc_endpoint") or "?", hosts[n].get("bmc_error") or "no answer")
-                  for n in unanswered]
+        silent = ["%s (%s: %s)" % (n, hosts[n].get("bmc_endpoint") or "?", said(n)) for n in unanswered]
         parts.append("the BMC of " + "; ".join(silent))
     if missing:
         parts.append("no BMC configured for %s (down method soft/off)" % ", ".join(missing))
@@ -531,6 +579,7 @@ def read_s3_records(resume_dir, names):
 
 
 __all__ = ["GearError", "ShiftError", "POWER_STATES", "DOWN_METHODS", "UP_METHODS", "observed_state",
+           "observation_needs",
            "target_groups", "plan_shift", "park_method", "bmc_check", "table", "read_expected", "read_parked",
            "read_s3_records", "read_states", "carry_since",
            "power_state_rows"]

@@ -18,10 +18,14 @@ import os
 import time
 
 from ansible.module_utils.fleetnap import fileio, parse, shiftlock
-from ansible.module_utils.fleetnap.gearshift import failure_wins
-from ansible.module_utils.fleetnap.validate import ParamError
+from ansible.module_utils.fleetnap.gearshift import failure_wins, parked_state
+from ansible.module_utils.fleetnap.validate import ParamError, name
 
 MAX_ACTIONS = 100000
+# A host name the state file takes (\Z, not $: '$' also matches before a final newline, which let
+# "n2\n" into the state file), and how many hosts one event may name.
+HOST_NAME = name(r"^[A-Za-z0-9_.:@\[\]-]{1,255}\Z", "an inventory host name")
+MAX_HOSTS = 100000
 
 
 def read(real):
@@ -250,3 +254,61 @@ def write(real, doc, module):
         raise ParamError("the state file %s would pass %d bytes, the most it is read back at: nothing was written"
                          % (real, fileio.RECORD))
     fileio.atomic_write(real, text, 0o644, os.path.dirname(real) or "/", module)
+
+
+def batch_states(event, hosts, rows, results):
+    """Host -> the state a batch's event writes (only the hosts of ``hosts`` it concerns):
+    before_down marks the plan's down hosts (``rows``) parked as their method leaves them,
+    after_down keeps the parked state of each verified park and puts ``on`` back for a host whose
+    down failed while it stayed up, after_up marks ``on`` each verified wake. A host may have two
+    results (its wake, then what failed after it): a failure wins."""
+    batch = set(hosts)
+    out = {}
+    if event == "before_down":
+        for r in rows:
+            if r["host"] in batch and r.get("action") == "down":
+                out[r["host"]] = parked_state(r.get("method"))
+        return out
+    merged = failure_wins(results)
+    failed = set(res["host"] for res in merged if res.get("ok") is not True)
+    for res in merged:
+        h = res["host"]
+        if h not in batch:
+            continue
+        if event == "after_up" and res.get("ok") is True and h not in failed:
+            out[h] = "on"
+        elif event == "after_down":
+            if res.get("ok") is True and res.get("state") in ("asleep", "off"):
+                out[h] = res["state"]
+            elif res.get("ok") is not True and res.get("state") == "on":
+                out[h] = "on"   # the down failed and the host stayed up
+    return out
+
+
+def note_event(real, doc, shift, event, want, results, module, check_mode=False, by=None):
+    """A batch's event into the state file ``real`` (its document ``doc``, as read): the states of
+    ``want`` (batch_states), and with a ``shift`` (the lock's owner) and ``results`` the batch's
+    results in its journal. Nothing is written in check mode, or when nothing changes and there is
+    nothing to journal. Returns (written, updated, diff). ParamError, OSError or fileio.HostFsError
+    when the file cannot be written (it is as it was then)."""
+    journaled = shift is not None and event != "before_down" and bool(results)
+    hosts = doc["hosts"]
+    before = dict((h, hosts[h].get("state") if h in hosts else None) for h in want)
+    updated = dict((h, s) for h, s in want.items() if before[h] != s)
+    diff = {"before": {"hosts": before}, "after": {"hosts": dict(before, **want)}}
+    if (not updated and not journaled) or check_mode:
+        return False, updated, diff
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for h, s in updated.items():
+        entry = hosts.get(h, {"host": h})
+        entry.update(state=s, since=now, by=by or event)
+        hosts[h] = entry
+    directory = os.path.dirname(real) or "/"
+    if not os.path.isdir(directory):
+        raise ParamError("the state file's directory %s does not exist" % directory)
+    if journaled:
+        note_batch(doc, shift, results, now)
+    else:
+        touch(doc, shift, now)
+    write(real, doc, module)
+    return True, updated, diff

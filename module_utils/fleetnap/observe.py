@@ -122,7 +122,7 @@ def shown(data, limit=80):
 
 
 OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error", "bmc_endpoint",
-                      "power_watts", "power_source", "power_note", "resume_hook"))
+                      "power_watts", "power_source", "power_note", "resume_hook", "parked_as"))
 
 
 def probe(host, port, greeting, timeout, connect_timeout=None):
@@ -189,7 +189,8 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
     rate-limited per BMC, retried). A host's own probe_timeout (no longer than ``probe_timeout``)
     shortens its probe: a host expected silent needs no more than it takes to be sure.
     bmc_read 'always' reads every BMC while the probes run; 'silent' reads only the BMCs of hosts
-    that did not answer (an answering host is on, whatever its chassis says), after their probe.
+    that did not answer (an answering host is on, whatever its chassis says), after their probe;
+    'never' reads none. A host's own "bmc_read" (one of the three) overrides it for that host.
     At most probe_concurrency probes and bmc_concurrency BMC reads run at a time.
     Returns {name: {"ssh": bool, "ssh_s": seconds or None, "probes": n, "bmc": 'on'|'off'|None,
     "bmc_configured": bool, "bmc_read": bool, "bmc_error": str, "bmc_endpoint": the BMC's
@@ -205,6 +206,16 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
                        "power_watts": None, "power_source": None, "power_note": ""}
            for h in hosts}
     lock = threading.Lock()
+    modes = ("always", "silent", "never")
+    if bmc_read not in modes:
+        raise ValueError("bmc_read must be one of %s, got %r" % (", ".join(modes), bmc_read))
+
+    for h in hosts:
+        if h.get("bmc_read") not in (None,) + modes:
+            raise ValueError("host %s: bmc_read must be one of %s, got %r" % (h["name"], ", ".join(modes), h["bmc_read"]))
+
+    def mode(h):
+        return h.get("bmc_read") or bmc_read
 
     def ssh(h):
         timeout = min(probe_timeout, h.get("probe_timeout") or probe_timeout)
@@ -232,12 +243,10 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
     with ThreadPoolExecutor(max_workers=max(1, min(probe_concurrency, len(hosts) or 1))) as probes, \
             ThreadPoolExecutor(max_workers=max(1, bmc_concurrency)) as bmcs:
         probed = dict((probes.submit(ssh, h), h) for h in hosts)
-        reads = []
-        if bmc_read == "always":
-            reads = [bmcs.submit(bmc, h) for h in hosts if h.get("bmc") is not None]
+        reads = [bmcs.submit(bmc, h) for h in hosts if h.get("bmc") is not None and mode(h) == "always"]
         for f in as_completed(probed):
             h = probed[f]
-            if bmc_read != "always" and not f.result() and h.get("bmc") is not None:
+            if mode(h) == "silent" and not f.result() and h.get("bmc") is not None:
                 reads.append(bmcs.submit(bmc, h))
         for f in list(probed) + reads:
             f.result()

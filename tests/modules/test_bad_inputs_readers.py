@@ -451,6 +451,25 @@ GEAR_OBSERVE = [
     ("state_file relative", dict(GO, state_file="gear/state.json"), "option state_file: must be an absolute path"),
     ("state file not JSON", dict(GO, state_file="{in}/state.json"), "state file {in}/state.json is unreadable"),
     ("bmc_read sometimes", dict(GO, bmc_read="sometimes"), "value of bmc_read must be one of"),
+    ("bmc_read needed without the shift", dict(GO, bmc_read="needed"), "bmc_read is needed but all of the following are missing: shift"),
+    ("shift with neither gear nor groups", dict(GO, bmc_read="needed", shift={"replicas": 3}),
+     "option shift: give exactly one of gear (a number) or groups_on"),
+    ("shift with gear and groups", dict(GO, bmc_read="needed", shift={"gear": 1, "groups_on": [1]}),
+     "option shift: give exactly one of gear (a number) or groups_on"),
+    ("shift gear above replicas", dict(GO, bmc_read="needed", shift={"gear": 4, "replicas": 3}),
+     "option shift: gear 4 is outside [gmin 1, replicas 3]"),
+    ("shift gear a word", dict(GO, bmc_read="needed", shift={"gear": "two"}), "shift"),
+    ("shift groups_on 0", dict(GO, bmc_read="needed", shift={"groups_on": [0]}),
+     "option shift.groups_on[0]: must be >= 1"),
+    ("shift groups_on beyond replicas", dict(GO, bmc_read="needed", shift={"groups_on": [5], "replicas": 3}),
+     "option shift: groups_on [5]: gear groups are numbered 1..3"),
+    ("shift replicas 0", dict(GO, bmc_read="needed", shift={"gear": 1, "replicas": 0}),
+     "option shift.replicas: must be >= 1"),
+    ("shift date not a date", dict(GO, bmc_read="needed", shift={"gear": 1, "date": "tomorrow"}),
+     "option shift.date: 'tomorrow' is not YYYY-MM-DD"),
+    ("shift an unknown key", dict(GO, bmc_read="needed", shift={"gear": 1, "colour": "red"}), "shift.colour"),
+    ("wake_probe_timeout 0", dict(GO, wake_probe_timeout=0), "option wake_probe_timeout: must be > 0"),
+    ("wake_probe_timeout nan", dict(GO, wake_probe_timeout=NAN), "option wake_probe_timeout: must be a finite number"),
     ("inventory names an observation", dict(GO, hosts=[dict(OH, inventory={"ssh": True, "group": 1})]),
      "option hosts[0].inventory: ssh name(s) what is observed"),
     ("inventory not a dict", dict(GO, hosts=[dict(OH, inventory="group 1")]), "inventory"),
@@ -504,6 +523,18 @@ WB = dict(WH, bmc_address="127.0.0.1", bmc_port=9, bmc_user="admin", bmc_passwor
 GW = {"action": "up", "hosts": [WH], "wol_timeout": 0.3, "rate_limit_dir": "{tmp}/rl"}
 GEAR_WAVE = [
     ("action sideways", dict(GW, action="sideways"), "value of action must be one of: up, down"),
+    ("journal without a state file", dict(GW, journal={"lock_file": "{tmp}/lock"}), "state_file"),
+    ("journal state file relative", dict(GW, journal={"state_file": "gear/state.json"}),
+     "option journal.state_file: must be an absolute path"),
+    ("journal state file not JSON", dict(GW, journal={"state_file": "{in}/state.json"}),
+     "state file {in}/state.json"),
+    ("journal lock relative", dict(GW, journal={"state_file": "{tmp}/s.json", "lock_file": "lock"}),
+     "option journal.lock_file: must be an absolute path"),
+    ("journal batch name with a newline", dict(GW, journal={"state_file": "{tmp}/s.json", "batch": ["h\n1"]}),
+     "option journal.batch[0]: must be an inventory host name"),
+    ("journal result without a host", dict(GW, journal={"state_file": "{tmp}/s.json", "results": [{"ok": True}]}),
+     "option journal.results[0]: needs a host name (host)"),
+    ("journal results a word", dict(GW, journal={"state_file": "{tmp}/s.json", "results": "all"}), "results"),
     ("record methods pxe", dict(GW, hosts=[dict(WH, record={"fleetnap_power_methods": ["pxe"]})]),
      "option hosts[0].record.fleetnap_power_methods: must name one or two of wol, ipmi, redfish"),
     ("record validate_certs maybe", dict(GW, hosts=[dict(WH, record={"fleetnap_bmc_validate_certs": "maybe"})]),
@@ -912,6 +943,7 @@ PREPARE[("gear_energy", "measured file reading from a guess")] = lambda d: (
 PREPARE[("gear_shift_plan", "s3 record not JSON")] = lambda d: _write(d / "lab1" / "s3.json", "{ok")
 PREPARE[("gear_shift_plan", "s3 record without ok")] = lambda d: _write(d / "lab1" / "s3.json", '{"cycles": 3}')
 PREPARE[("gear_observe", "state file not JSON")] = lambda d: _write(d / "state.json", "{hosts")
+PREPARE[("gear_wave", "journal state file not JSON")] = lambda d: _write(d / "state.json", "{hosts")
 for _case, _f in PREPARE_GR.items():
     PREPARE[("gear_record", _case)] = _f
 PREPARE[("shift_lock", "held by a live process")] = _live_lock

@@ -268,6 +268,16 @@ def test_after_a_shift_that_only_woke_hosts_the_first_observation_and_the_wakes_
     woke[0] = dict(woke[0], ok=False, msg="did not come back")
     res = run_module("gear_record", dict(args, actions=woke), check=True)
     assert res["result"] == "failed" and "lab2: did not come back" in res["reason"]
+    # the same with the woken hosts' states the state file's word (gear_observe bmc_read=needed:
+    # their BMCs not asked): the woken ones are on, the one whose wake failed is no longer asleep
+    # by that word but unknown
+    said = dict((n, dict(h, bmc=None, bmc_read=False, parked_as="asleep") if n in parked else h)
+                for n, h in before.items())
+    saw = gr.as_the_waves_saw(said, woke)
+    assert saw["lab2"]["ssh"] is False and "parked_as" not in saw["lab2"]
+    assert all(saw[n]["ssh"] is True and saw[n]["parked_as"] == "asleep" for n in sorted(parked)[1:])
+    res = run_module("gear_record", dict(args, actions=woke, observed=said), check=True)
+    assert res["result"] == "failed" and res["record"]["hosts"]["lab2"]["state"] == "unknown"
     # without the observation it refers to: refused, nothing written
     res = run_module("gear_record", dict(args, observed=None))
     assert res.get("failed") and "option observed_before: only with observed" in res["msg"]

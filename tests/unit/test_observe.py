@@ -245,3 +245,108 @@ def test_the_module_returns_each_hosts_inventory_facts_with_the_observation_and_
     assert seen["parked"]["resume_hook"] is True
     assert "resume_hook" not in seen["up"] and "resume_hook" not in seen["silent"]
     assert seen["parked"]["probes"] <= 4 < seen["silent"]["probes"]
+
+
+def test_a_hosts_own_bmc_read_overrides_the_calls(greeter):
+    """Per host: 'always' is read whatever the probe says, 'silent' only when silent, 'never' not
+    at all; counted by the BMC stand-in's calls (the error path's stand-in, no timing)."""
+    ssh = greeter(b"SSH-2.0-x\r\n")
+    calls = []
+
+    class Logged(FakeBmc):
+        def status(self):
+            calls.append(self.target)
+            return FakeBmc.status(self)
+
+    def host(name, port, mode):
+        return {"name": name, "address": "127.0.0.1", "port": port, "bmc": Logged("on", target=name),
+                "bmc_read": mode}
+
+    hosts = [host("up-always", ssh, "always"), host("up-silent", ssh, "silent"), host("up-never", ssh, "never"),
+             host("quiet-silent", free_port(), "silent"), host("quiet-never", free_port(), "never"),
+             {"name": "quiet-default", "address": "127.0.0.1", "port": free_port(), "bmc": Logged("off", target="d")}]
+    seen = observe(hosts, 0.3, lambda b: b.status(), bmc_read="silent")
+    assert sorted(calls) == ["d", "quiet-silent", "up-always"]
+    assert [n for n, r in sorted(seen.items()) if r["bmc_read"]] == ["quiet-default", "quiet-silent", "up-always"]
+    assert seen["quiet-never"]["bmc"] is None and seen["quiet-default"]["bmc"] == "off"
+    with pytest.raises(ValueError, match="host x: bmc_read must be one of always, silent, never, got 'maybe'"):
+        observe([{"name": "x", "address": "127.0.0.1", "port": 1, "bmc": None, "bmc_read": "maybe"}], 0.1,
+                lambda b: b.status())
+
+
+def test_the_first_observation_of_a_shift_asks_only_what_the_plan_uses():
+    """observation_needs, row by row: the groups the shift has on (2 and 3 here) and the state
+    file decide what is asked of each host."""
+    from ansible.module_utils.fleetnap.gearshift import observation_needs
+    groups = {"on-stays": 2, "asleep-woken": 3, "off-woken": 3, "goes-down": 1, "parked-stays": 1,
+              "no-group": None, "text-group": "2"}
+    recorded = {"asleep-woken": {"state": "asleep"}, "off-woken": {"state": "off"},
+                "parked-stays": {"state": "asleep"}, "on-stays": {"state": "on"}}
+    need = observation_needs(groups, [2, 3], recorded)
+    assert need == {
+        "on-stays": {"bmc_read": "silent", "wake": False, "parked_as": None},
+        "asleep-woken": {"bmc_read": "never", "wake": True, "parked_as": "asleep"},
+        "off-woken": {"bmc_read": "silent", "wake": True, "parked_as": None},
+        "goes-down": {"bmc_read": "always", "wake": False, "parked_as": None},
+        "parked-stays": {"bmc_read": "always", "wake": False, "parked_as": None},
+        "no-group": {"bmc_read": "always", "wake": False, "parked_as": None},
+        "text-group": {"bmc_read": "silent", "wake": False, "parked_as": None},
+    }
+    # a power reading wanted: every BMC is read, and no state is taken from the state file
+    assert all(n == {"bmc_read": "always", "wake": n["wake"], "parked_as": None}
+               for n in observation_needs(groups, [2, 3], recorded, read_power=True).values())
+
+
+def test_a_silent_host_whose_bmc_was_not_asked_is_in_the_state_file_s_state(tmp_path):
+    """The plan takes parked_as only where the BMC was not read; a read that failed stays unknown."""
+    from ansible.module_utils.fleetnap.gearshift import observed_state, plan_from
+    assert observed_state(False, None, "asleep") == "asleep"
+    assert observed_state(False, "off", "asleep") == "off"
+    assert observed_state(True, None, "asleep") == "on"
+    assert observed_state(False, None, None) == "unknown"
+    base = {"group": 2, "up_methods": ["wol"], "bmc_configured": True, "ssh": False, "bmc": None}
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"hosts": {"a": {"state": "asleep"}, "b": {"state": "asleep"}}}))
+    plan = plan_from({"a": dict(base, bmc_read=False, parked_as="asleep"),
+                      "b": dict(base, bmc_read=True, parked_as="asleep", bmc_error="timeout"),
+                      "c": dict(base, group=1, ssh=True), "d": dict(base, group=3, ssh=True)},
+                     3, 1, groups_on=[1, 2, 3], state_file=str(state))
+    states = dict((r["host"], r["state"]) for r in plan["rows"])
+    assert states == {"a": "asleep", "b": "unknown", "c": "on", "d": "on"}
+    assert plan["up_hosts"] == ["a", "b"]
+
+
+@pytest.mark.skipif(not __import__("shutil").which("ipmitool"), reason="needs ipmitool (installed by make setup)")
+def test_the_module_with_bmc_read_needed_asks_no_bmc_of_a_host_staying_on_or_parked_asleep_and_woken(
+        greeter, tmp_path):
+    """gear_observe bmc_read=needed for a shift to gear groups [2, 3] (real ipmitool against a
+    port where no BMC answers: a BMC that was asked has bmc_read true and its error): the host of
+    group 2 that greets and the host of group 3 parked asleep are not asked (the parked one probed
+    for wake_probe_timeout only, its state the state file's), the host of group 1 (going down) and
+    the parked-off one are."""
+    from conftest import run_module
+    ssh = greeter(b"SSH-2.0-x\r\n")
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"hosts": {
+        "woken": {"state": "asleep", "since": "2026-11-25T00:00:00Z"},
+        "woken-off": {"state": "off", "since": "2026-11-25T00:00:00Z"}}}))
+    bmc = {"bmc_address": "127.0.0.1", "bmc_port": free_port(), "bmc_user": "admin", "bmc_password": "Fn7-pw-c9e1b4"}
+
+    def host(name, port, group):
+        return dict(bmc, name=name, address="127.0.0.1", port=port, inventory={"group": group})
+
+    hosts = [host("stays", ssh, 2), host("down", ssh, 1), host("woken", free_port(), 3),
+             host("woken-off", free_port(), 3)]
+    args = {"hosts": hosts, "probe_timeout": 3, "parked_probe_timeout": 1, "wake_probe_timeout": 0.2,
+            "state_file": str(state), "bmc_read": "needed", "shift": {"groups_on": [2, 3]},
+            "retries": 0, "session_timeout": 1, "min_interval": 0, "rate_limit_dir": str(tmp_path / "rl")}
+    res = run_module("gear_observe", args)
+    assert not res.get("failed"), res
+    seen = res["hosts"]
+    assert dict((n, r["bmc_read"]) for n, r in seen.items()) == {"stays": False, "down": True, "woken": False,
+                                                                 "woken-off": True}
+    assert seen["woken"]["parked_as"] == "asleep" and not seen["woken"]["ssh"] and seen["woken"]["probes"] <= 2
+    assert "parked_as" not in seen["woken-off"] and seen["down"]["bmc_error"]
+    # the same call without the shift reads every BMC
+    every = run_module("gear_observe", dict(args, bmc_read="always", shift=None))["hosts"]
+    assert all(r["bmc_read"] for r in every.values()) and not any("parked_as" in r for r in every.values())
