@@ -126,7 +126,8 @@ options:
       - >-
         The observation from before the shift (the C(hosts) of M(gear_observe)), for its power
         readings only. The observation after a shift reads only the BMCs of silent hosts, so the
-        hosts on are measured before it; a host read in both keeps the later reading.
+        hosts on are measured before it; a host read in both keeps the later reading. With
+        O(observed_before), O(observed) is that observation, whose readings are taken as they are.
     type: dict
   metrics_dir:
     description: Directory of node_exporter's textfile collector (created when missing).
