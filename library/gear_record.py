@@ -64,6 +64,15 @@ options:
         wants the draw of the parked hosts measured (gear_observe C(read_power)) observes again instead.
     type: bool
     default: false
+  observe_again_on_failure:
+    description:
+      - With O(observed_before) and O(lock_file), when the running shift's journal holds a failure (a
+        wake, a park or a drain hook that failed, as M(gear_state) answers RV(fleetnap.power.gear_state#module:stop)), nothing is
+        written, the lock is kept, and RV(observe_again) is true. The caller then observes every
+        host again and calls this module with that observation; a shift whose every action the waves
+        verified is recorded in this one call (no query of the journal before it).
+    type: bool
+    default: false
   replicas:
     description: Number of gear groups, as planned (with O(observed)).
     type: int
@@ -220,6 +229,13 @@ record:
       (how many) and C(failed).
   returned: always
   type: dict
+observe_again:
+  description:
+    - True when O(observe_again_on_failure) found a failure in the journal; nothing was written then
+      (and RV(record), RV(result) and the rest are not returned).
+  returned: always
+  type: bool
+  sample: false
 result:
   description: The shift's result.
   returned: always
@@ -312,6 +328,7 @@ def main():
             after=dict(type="dict"),
             observed=dict(type="dict"),
             observed_before=dict(type="bool", default=False),
+            observe_again_on_failure=dict(type="bool", default=False),
             replicas=dict(type="int", default=3),
             gmin=dict(type="int", default=1),
             actions=dict(type="list", elements="dict"),
@@ -329,6 +346,7 @@ def main():
         ),
         mutually_exclusive=[("after", "observed")],
         required_one_of=[("after", "observed")],
+        required_if=[("observe_again_on_failure", True, ("lock_file",))],
         supports_check_mode=True,
     )
     p = module.params
@@ -345,6 +363,10 @@ def main():
                 doc = journal.read(p["state_file"])
                 resumed = journal.resumed_of(doc, shift)
                 p["actions"] = journal.later_wins(resumed["actions"] if resumed else [], journal.actions(doc, shift))
+                stop = journal.stop_reason(doc, shift)
+                if p["observe_again_on_failure"] and p["observed_before"] and stop:
+                    # a failure: where its host is now, only a second look says; nothing written
+                    module.exit_json(changed=False, observe_again=True, reason=stop, written=[], lock_released=False)
         if len(p["actions"]) > MAX_ACTIONS:
             raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
         if p["observed_before"] and p["observed"] is None:
@@ -404,7 +426,7 @@ def main():
     except (OSError, ValueError, fileio.HostFsError) as exc:   # unreadable files; a record that is not JSON (NaN)
         module.fail_json(msg="could not record the gear shift: %s (nothing was written)" % exc)
 
-    out = dict(record=rec, result=result, reason=rec["reason"], energy=energy,
+    out = dict(record=rec, result=result, reason=rec["reason"], energy=energy, observe_again=False,
                report=report(rec, p["after"], p["state_file"]))
     if module.check_mode:
         module.exit_json(changed=True, written=[], lock_released=False, **out)

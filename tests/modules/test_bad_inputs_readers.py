@@ -652,6 +652,9 @@ GR = {"plan": _PLAN, "after": _PLAN, "actions": [], "started": "2026-11-25T10:00
 _OBS = {n: {"group": h["group"], "rack": "r", "ssh": True, "bmc": None, "down_method": "suspend",
            "up_methods": ["wol"]} for n, h in _LAB.items()}
 GEAR_RECORD = [
+    ("observe_again_on_failure without the lock", dict(GR, observe_again_on_failure=True),
+     "observe_again_on_failure is True but all of the following are missing: lock_file"),
+    ("observe_again_on_failure a word", dict(GR, observe_again_on_failure="perhaps"), "observe_again_on_failure"),
     ("plan without rows", dict(GR, plan={k: v for k, v in _PLAN.items() if k != "rows"}),
      "option plan: needs gear_shift_plan's"),
     ("plan result unknown", dict(GR, plan=dict(_PLAN, result="great")), "option plan.result: 'great' is not one of"),

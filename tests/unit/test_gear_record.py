@@ -478,3 +478,43 @@ def test_a_shift_that_resumed_a_killed_one_records_both_runs_the_later_winning(t
     line = json.loads((gear / "history.jsonl").read_text().splitlines()[-1])
     assert line["resumed"] == rec["resumed"]
     assert "in_progress" not in json.loads((gear / "state.json").read_text())
+
+
+def test_a_failure_in_the_journal_asks_for_a_second_look_before_anything_is_written(tmp_path):
+    """observe_again_on_failure with observed_before: the shift's journal holds a failed park, so the
+    record writes nothing, keeps the lock and answers observe_again; the same call without the
+    failure records at once (one call, no query before it); another shift's failure is not this
+    one's. Without lock_file the option is refused."""
+    plan, _after, actions = shift_down()
+    gear = tmp_path / "gear"
+    gear.mkdir()
+    lock = gear / "shift.lock"
+    lock.write_text(json.dumps({"pid": 4242, "start_time": 777, "since": "2026-11-27T10:00:00Z", "cmdline": ["x"]}))
+    shift = "4242/777/2026-11-27T10:00:00Z"
+    failed = dict(actions[0], ok=False, state="on", msg="cannot suspend: suspend.target is masked")
+    from ansible.module_utils.fleetnap import journal as jr
+    doc = {"hosts": {}}
+    jr.note_batch(doc, shift, [failed] + actions[1:], "t1")
+    state = gear / "state.json"
+    state.write_text(json.dumps(doc))
+    before = {n: dict(h, ssh=True, bmc="on", down_method="suspend", up_methods=["wol"], bmc_configured=True)
+              for n, h in LAB.items()}
+    args = dict(_args(tmp_path, plan, None, [], lock_file=str(lock), observed=before, observed_before=True,
+                      observe_again_on_failure=True, replicas=3, gmin=1))
+    del args["after"], args["actions"]
+    text = state.read_text()
+    res = run_module("gear_record", args)
+    assert res.get("failed") is not True and res["observe_again"] is True, res
+    assert "%s: down failed (cannot suspend" % failed["host"] in res["reason"] and res["written"] == []
+    assert res["lock_released"] is False and lock.exists()
+    assert state.read_text() == text and not (gear / "history.jsonl").exists()
+    # another shift holds the lock: that failure is not its own, it records at once
+    lock.write_text(json.dumps({"pid": 4343, "start_time": 777, "since": "2026-11-27T11:00:00Z", "cmdline": ["x"]}))
+    parked = [dict(a, state="asleep") for a in actions]
+    jr.note_batch(doc, "4343/777/2026-11-27T11:00:00Z", parked, "t2")
+    state.write_text(json.dumps(doc))
+    res = run_module("gear_record", args, check=True)
+    assert res["observe_again"] is False and res["result"] == "ok", res
+    refused = run_module("gear_record", dict((k, v) for k, v in args.items() if k != "lock_file"))
+    assert refused.get("failed") and "observe_again_on_failure is True but all of the following are missing: lock_file" \
+        in refused["msg"]
