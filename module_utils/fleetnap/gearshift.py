@@ -420,6 +420,7 @@ def bmc_check(hosts, plan):
     out = {"ok": not (unanswered or missing), "unanswered": unanswered, "missing": missing, "reason": "", "msg": ""}
     if out["ok"]:
         return out
+
     def said(n):
         if hosts[n].get("bmc_read") is False:   # an observation that skipped it (observation_needs, another gear)
             return "not asked by the observation"
