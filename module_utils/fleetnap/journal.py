@@ -285,7 +285,7 @@ def batch_states(event, hosts, rows, results):
     return out
 
 
-def note_event(real, doc, shift, event, want, results, module, check_mode=False, by=None):
+def note_event(real, doc, shift, event, want, results, module, check_mode=False):
     """A batch's event into the state file ``real`` (its document ``doc``, as read): the states of
     ``want`` (batch_states), and with a ``shift`` (the lock's owner) and ``results`` the batch's
     results in its journal. Nothing is written in check mode, or when nothing changes and there is
@@ -301,7 +301,7 @@ def note_event(real, doc, shift, event, want, results, module, check_mode=False,
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for h, s in updated.items():
         entry = hosts.get(h, {"host": h})
-        entry.update(state=s, since=now, by=by or event)
+        entry.update(state=s, since=now, by=event)
         hosts[h] = entry
     directory = os.path.dirname(real) or "/"
     if not os.path.isdir(directory):

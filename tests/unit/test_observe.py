@@ -350,3 +350,18 @@ def test_the_module_with_bmc_read_needed_asks_no_bmc_of_a_host_staying_on_or_par
     # the same call without the shift reads every BMC
     every = run_module("gear_observe", dict(args, bmc_read="always", shift=None))["hosts"]
     assert all(r["bmc_read"] for r in every.values()) and not any("parked_as" in r for r in every.values())
+
+
+def test_a_down_host_whose_bmc_the_observation_did_not_ask_stops_the_shift_and_says_so():
+    """bmc_check: a host going down whose BMC was skipped (an observation made for another gear)
+    is not taken as answered; the reason says it was not asked, not that the BMC is silent."""
+    from ansible.module_utils.fleetnap.gearshift import bmc_check
+    hosts = {"a": {"bmc_configured": True, "bmc": None, "bmc_read": False, "bmc_endpoint": "10.0.0.9:623"},
+             "b": {"bmc_configured": True, "bmc": None, "bmc_read": True, "bmc_error": "timeout",
+                   "bmc_endpoint": "10.0.0.8:623"}}
+    plan = {"down_hosts": ["a", "b"], "rows": [{"host": "a", "action": "down", "method": "suspend"},
+                                               {"host": "b", "action": "down", "method": "suspend"}]}
+    out = bmc_check(hosts, plan)
+    assert not out["ok"] and out["unanswered"] == ["a", "b"]
+    assert "a: not asked by the observation; b: timeout" in out["reason"]
+    assert "a (10.0.0.9:623: not asked by the observation)" in out["msg"]
