@@ -22,13 +22,17 @@ from ansible.module_utils.fleetnap.drift import COUNTS, PROM as DRIFT_PROM, WANT
 from ansible.module_utils.fleetnap.fileio import RECORD
 from ansible.module_utils.fleetnap.gate import disable_path, tuned_running
 from ansible.module_utils.fleetnap.persist import STATE_DIR
-from ansible.module_utils.fleetnap.pstate import (
-    FIELDS, FieldError, PstateError, applied, check_field, check_record, plan, read_pstates, remembered, restore,
-    summary, wanted,
-)
 from ansible.module_utils.fleetnap.sysfs import HostFsError, SysfsBatch
 
 ORIGINALS = STATE_DIR + "/pstate.orig.json"
+
+
+def _pstate():
+    """The pstate module, imported by the calls that have CPU frequency work only: a module ships as
+    source and a host compiles every module_utils file it imports on every call, so a profile of
+    C-states alone does not pay for pstate's 700 lines."""
+    from ansible.module_utils.fleetnap import pstate
+    return pstate
 # Services that write the same knobs (tuned's [cpu] plugin, power-profiles-daemon's profiles,
 # cpupower.service's governor and frequencies at boot): reported, as tuned is for C-states.
 OTHER_WRITERS = (("power-profiles-daemon.service", "power-profiles-daemon switches EPP, EPB and the governor "
@@ -40,12 +44,15 @@ def check_fields(module, fields):
     """The given fields (None ones dropped), each checked and normalised; fail_json naming the
     field otherwise. Nothing is read."""
     out = {}
-    for name in FIELDS:
+    if all(value is None for value in fields.values()):
+        return out
+    pstate = _pstate()
+    for name in pstate.FIELDS:
         if fields.get(name) is None:
             continue
         try:
-            out[name] = check_field(name, fields[name])
-        except FieldError as exc:
+            out[name] = pstate.check_field(name, fields[name])
+        except pstate.FieldError as exc:
             module.fail_json(msg="cpufreq.%s; nothing was changed" % exc)
     return out
 
@@ -61,9 +68,10 @@ def _warn_other_writers(module, fs):
 
 
 def _read(module, fs):
+    pstate = _pstate()
     try:
-        return read_pstates(fs)
-    except (PstateError, HostFsError, ValueError) as exc:
+        return pstate.read_pstates(fs)
+    except (pstate.PstateError, HostFsError, ValueError) as exc:
         module.fail_json(msg="cpufreq: %s; nothing was changed"
                              % (exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
 
@@ -76,10 +84,11 @@ def plan_cpufreq(module, fs, fields, state):
     # The record is read (and refused when no fleetnap wrote it) for both: absent writes it back,
     # present keeps the first originals in it.
     where = "the record %s" % fs.path(ORIGINALS)
+    pstate = _pstate()
     try:
         record = fs.read_json(ORIGINALS)
         if record is not None:
-            check_record(record, where)
+            pstate.check_record(record, where)
     except (HostFsError, ValueError) as exc:
         module.fail_json(msg="%s; nothing was changed (%s)" % (exc, (
             "repair the record, or remove it and set the CPU frequency knobs by hand: state=absent cannot know "
@@ -89,13 +98,13 @@ def plan_cpufreq(module, fs, fields, state):
         if record is None:
             return None
         pstates = _read(module, fs)
-        writes, problems, gone = restore(pstates, record)
+        writes, problems, gone = pstate.restore(pstates, record)
         for path in gone:
             module.warn("%s: kept in %s, but the host no longer has it; not restored" % (path, where))
     else:
         pstates = _read(module, fs)
         _warn_other_writers(module, fs)
-        writes, problems = plan(pstates, fields)
+        writes, problems = pstate.plan(pstates, fields)
     if problems:
         module.fail_json(msg="cpufreq: %s; nothing was changed" % "; ".join(problems))
     batch = SysfsBatch(fs)
@@ -119,7 +128,7 @@ def apply_cpufreq(module, plan, changes):
     fs = plan["fs"]
     try:
         if plan["state"] == "present":
-            record = remembered(plan["record"], plan["batch"].writes)
+            record = _pstate().remembered(plan["record"], plan["batch"].writes)
             if record is not None:
                 changes.write(fs.path(ORIGINALS), json.dumps(record, indent=1, sort_keys=True) + "\n", 0o600, module)
         plan["batch"].apply_to(changes)
@@ -147,7 +156,7 @@ def _after(module, plan, changed):
                     now = None
                 shown.append((path, now if now and (now.isdigit() or now.replace("_", "").isalpha()) else new, old))
             writes = shown
-        plan["after"] = applied(plan["pstates"], writes)
+        plan["after"] = _pstate().applied(plan["pstates"], writes)
     return plan["after"]
 
 
@@ -166,7 +175,7 @@ def want_text(module, gate_plan, freq_plan, freq_changed, metrics_dir):
             for state in gate_plan["by_cpu"][cpu]["states"]:
                 lines.append("%s %s" % (disable_path(cpu, state["index"]), "0" if allowed[state["name"]] else "1"))
     if freq_plan is not None and freq_plan["state"] == "present":
-        lines += ["%s %s" % pair for pair in wanted(_after(module, freq_plan, freq_changed), freq_plan["fields"])]
+        lines += ["%s %s" % pair for pair in _pstate().wanted(_after(module, freq_plan, freq_changed), freq_plan["fields"])]
     return "\n".join(lines) + "\n"
 
 
@@ -212,6 +221,7 @@ def cpufreq_result(module, plan, changed):
     if plan is None:
         return {}, ({}, {})
     after = _after(module, plan, changed)
+    summary = _pstate().summary
     result = dict(before=summary(plan["pstates"]), after=summary(after), writes=len(plan["batch"]),
                   restored=plan["state"] == "absent" and changed)
     before_diff = dict((path, old) for path, _new, old in plan["batch"].writes)

@@ -62,29 +62,37 @@ def _parsed(fs, path, text, default=None, hi=COUNTER_MAX):
         raise CpuidleError("%s (is sysfs_root %s a sysfs tree?)" % (exc, fs.root))
 
 
+COUNTER_FILES = ("default_status", "usage", "time", "above", "below")
+
+
 def _state_fields(fs, sdir, counters, index, declared=None):
-    """One state's files. ``declared`` (the gate's read, counters=False): {(index, name): (desc,
-    residency)} of the CPUs read before; a state with the same index and name on a later CPU takes
-    its description and target residency from there (the summary of a state shows one of each,
-    the first CPU's) instead of reading two more files per state per CPU."""
-    name = fs.read(sdir + "/name", "")
+    """One state's files, read through one descriptor of its directory. ``declared`` (the gate's
+    read, counters=False): {(index, name): (desc, residency)} of the CPUs read before; a state with
+    the same index and name on a later CPU takes its description and target residency from there
+    (the summary of a state shows one of each, the first CPU's) instead of reading two more files
+    per state per CPU."""
+    path = sdir + "/%s"
+    texts = fs.read_many(sdir, ("name", "latency", "disable") + (COUNTER_FILES if counters else ()))
+    name = texts["name"] if texts["name"] is not None else ""
     known = None if declared is None else declared.get((index, name))
     if known is None:
-        known = (fs.read(sdir + "/desc", ""), _int(fs, sdir + "/residency"))
+        more = fs.read_many(sdir, ("desc", "residency"))
+        known = (more["desc"] or "", _parsed(fs, path % "residency", more["residency"]))
         if declared is not None:
             declared[(index, name)] = known
     fields = {
         "name": name,
         "desc": known[0],
-        "latency_us": _int(fs, sdir + "/latency"),
+        "latency_us": _parsed(fs, path % "latency", texts["latency"]),
         "residency_us": known[1],
-        "disable": _int(fs, sdir + "/disable", hi=1),
+        "disable": _parsed(fs, path % "disable", texts["disable"], hi=1),
         "default_status": None, "usage": None, "time_us": None, "above": None, "below": None,
     }
     if counters:
-        fields.update(default_status=fs.read(sdir + "/default_status"), usage=_int(fs, sdir + "/usage"),
-                      time_us=_int(fs, sdir + "/time"), above=_int(fs, sdir + "/above"),
-                      below=_int(fs, sdir + "/below"))
+        fields.update(default_status=texts["default_status"], usage=_parsed(fs, path % "usage", texts["usage"]),
+                      time_us=_parsed(fs, path % "time", texts["time"]),
+                      above=_parsed(fs, path % "above", texts["above"]),
+                      below=_parsed(fs, path % "below", texts["below"]))
     return fields
 
 

@@ -188,22 +188,92 @@ def read_bytes(path, limit=RECORD, root="/", what=None, deadline_s=READ_DEADLINE
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
             raise ReplacedError("%s was replaced while it was opened; try again" % shown)
         _fd_inside(fd, root_real, shown)
-        chunks, total = [], 0
-        end = time.monotonic() + deadline_s
-        while True:
-            chunk = os.read(fd, min(1024 * 1024, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise UnsafeFileError("%s is larger than %s, the most fleetnap reads of such a file"
-                                      % (shown, _size_text(limit)))
-            if time.monotonic() > end:
-                raise UnsafeFileError("reading %s took longer than %d s" % (shown, deadline_s))
-        return b"".join(chunks)
+        return _read_fd(fd, limit, shown, deadline_s)
     finally:
         os.close(fd)
+
+
+def _read_fd(fd, limit, shown, deadline_s):
+    """At most ``limit`` bytes from an open regular file, within ``deadline_s``."""
+    chunks, total = [], 0
+    end = time.monotonic() + deadline_s
+    while True:
+        chunk = os.read(fd, min(1024 * 1024, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise UnsafeFileError("%s is larger than %s, the most fleetnap reads of such a file"
+                                  % (shown, _size_text(limit)))
+        if time.monotonic() > end:
+            raise UnsafeFileError("reading %s took longer than %d s" % (shown, deadline_s))
+    return b"".join(chunks)
+
+
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_LEAF_FLAGS = (os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+
+
+def read_many(directory, names, limit=VALUE, root="/", deadline_s=READ_DEADLINE_S):
+    """read_bytes() of several files of one directory (``directory`` already joined under
+    ``root``): ``{name: bytes}``, None for a file that is missing or cannot be read.
+
+    The directory is resolved, checked to be in the root and opened once; each file is then
+    examined and opened relative to that descriptor, as a name in it and without following a link,
+    so no path is walked again and none can lead elsewhere between the check and the open (a link
+    there is read by read_bytes, as any other path: followed when it stays in the root). The same
+    rules as read_bytes: a file that must not be used raises UnsafeFileError naming it. A sysfs
+    state directory is read in one call (the cpuidle model reads thousands of them)."""
+    root_real = real_root(root)
+    real = resolve(root, directory) if root_real != "/" else directory
+    out = {}
+    try:
+        dfd = os.open(real, _DIR_FLAGS)
+    except OSError:
+        return dict((name, None) for name in names)
+    try:
+        _fd_inside(dfd, root_real, directory)
+        for name in names:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError("read_many reads files of one directory, not %r" % name)
+            shown = os.path.join(directory, name)
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                out[name] = None
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    out[name] = read_bytes(shown, limit, root, deadline_s=deadline_s)
+                except UnsafeFileError:
+                    raise
+                except OSError:
+                    out[name] = None
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafeFileError("%s is %s, not a regular file: fleetnap does not open it (remove or replace it)"
+                                      % (shown, _kind(st.st_mode)))
+            try:
+                fd = os.open(name, _LEAF_FLAGS, dir_fd=dfd)
+            except OSError:
+                out[name] = None
+                continue
+            try:
+                now = os.fstat(fd)
+                if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                    raise ReplacedError("%s was replaced while it was opened; try again" % shown)
+                out[name] = _read_fd(fd, limit, shown, deadline_s)
+            except UnsafeFileError:
+                raise
+            except OSError:
+                out[name] = None
+            finally:
+                os.close(fd)
+        return out
+    finally:
+        os.close(dfd)
 
 
 def decode(data, path, what=None):

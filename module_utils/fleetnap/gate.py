@@ -164,7 +164,9 @@ def _views(model, cpus, fs, module=None):
 
 
 def _json(data):
-    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+    """A record as one line of JSON: json's C encoder writes it (with ``indent`` the encoder is pure
+    Python, and a host's originals record has a few thousand entries)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def read_gate_model(module, fs):

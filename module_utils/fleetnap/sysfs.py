@@ -82,6 +82,19 @@ class HostFS(object):
         except (IOError, OSError):
             return None
 
+    def read_many(self, host_dir, names, limit=fileio.VALUE):
+        """read() of several files of one directory, opened through one descriptor of it
+        (fileio.read_many): ``{name: stripped text, or None when missing or unreadable}``."""
+        directory = self.path(host_dir)
+        out = {}
+        for name, data in fileio.read_many(directory, names, limit, self.root).items():
+            try:
+                out[name] = None if data is None else data.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise UnicodeDecodeError(exc.encoding, exc.object, exc.start, exc.end, "%s is not UTF-8 text (byte %d)"
+                                         % (os.path.join(directory, name), exc.start))
+        return out
+
     def read(self, host_path, default=None, limit=fileio.VALUE):
         """Stripped text of a file, or ``default`` when it does not exist or cannot be read.
 

@@ -97,14 +97,31 @@ def test_the_gate_model_opens_a_later_cpus_desc_only_for_a_state_it_has_not_seen
     assert {s["index"]: s for s in gate["cpus"][2]["states"]}[2]["desc"] == first[2]["desc"]
 
 
+class _Opened(list):
+    many = 0
+
+
+def _opened(monkeypatch):
+    """Every file the model's reads open through HostFS (read_bytes, and each name of read_many), and
+    the number of read_many calls (``many``: each opens its directory once)."""
+    opened = _Opened()
+    one, many = HostFS.read_bytes, HostFS.read_many
+
+    def count(directory, names):
+        opened.many += 1
+        opened.extend("%s/%s" % (directory, n) for n in names)
+    monkeypatch.setattr(HostFS, "read_bytes", lambda self, path, *a, **k: opened.append(path) or one(self, path, *a, **k))
+    monkeypatch.setattr(HostFS, "read_many", lambda self, d, names, *a, **k: count(d, names) or many(self, d, names, *a, **k))
+    return opened
+
+
 def test_the_gate_model_reads_three_files_per_state_on_spr1(trees, monkeypatch):
     """The figure docs/benchmarks.md quotes: on spr1's capture (320 CPUs, 1,280 states) the gate's read opens
     name, latency and disable of every state and one PM QoS file per CPU, 4,160 files, and desc and residency of
     each distinct state once; a full read opens 5 files per state (6,720 with the PM QoS files) and the counters.
-    Each PM QoS file is opened once (it used to be read twice)."""
-    opened = []
-    real = HostFS.read_bytes
-    monkeypatch.setattr(HostFS, "read_bytes", lambda self, path, *a, **k: opened.append(path) or real(self, path, *a, **k))
+    Each PM QoS file is opened once (it used to be read twice). A state's files are opened through one
+    descriptor of its directory (HostFS.read_many): the gate's read asks for them in two calls at most."""
+    opened = _opened(monkeypatch)
     model = read_model(HostFS(str(trees("spr1"))), counters=False)
     states = sum(len(c["states"]) for c in model["cpus"])
     distinct = len({(s["index"], s["name"]) for c in model["cpus"] for s in c["states"]})
@@ -113,6 +130,7 @@ def test_the_gate_model_reads_three_files_per_state_on_spr1(trees, monkeypatch):
     assert (len(model["cpus"]), states) == (320, 1280)
     assert len(qos) == len(model["cpus"]) and len(set(qos)) == len(qos)
     assert len(per_state) == 3 * states + 2 * distinct and len(per_state) + len(qos) == 4160 + 2 * distinct
+    assert opened.many == states + distinct
     opened.clear()
     read_model(HostFS(str(trees("spr1"))))
     qos = [p for p in opened if p.endswith("/power/pm_qos_resume_latency_us")]

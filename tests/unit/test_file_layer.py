@@ -108,6 +108,60 @@ def test_a_directory_link_out_of_the_root_is_refused_for_files_under_it(root, tm
     assert (out / "disable").read_text() == "0\n"
 
 
+# --- read_many: the files of one directory through one descriptor of it ------------------------------
+
+@pytest.mark.parametrize("kind,words", [
+    ("fifo", "is a FIFO, not a regular file"),
+    ("socket", "is a socket, not a regular file"),
+    ("device", "is a character device, not a regular file"),
+    ("link to /dev/zero", "leaves the root"),
+    ("huge file", "is larger than 64 KiB"),
+])
+def test_read_many_refuses_what_read_bytes_refuses_naming_the_file(root, kind, words):
+    (root / "sys" / "name").write_text("C6\n")
+    target = root / "sys" / "value"
+    hostile.make(target, kind)
+    with pytest.raises(UnsafeFileError, match=words) as info:
+        _bounded(lambda: fileio.read_many(str(root / "sys"), ["name", "value"], fileio.VALUE, str(root)))
+    assert str(target) in str(info.value)
+
+
+def test_read_many_reads_each_file_missing_ones_none_and_follows_a_link_only_inside_the_root(root, tmp_path):
+    (root / "sys" / "real").write_text("7\n")
+    (root / "sys" / "inside").symlink_to("real")
+    got = fileio.read_many(str(root / "sys"), ["value", "nope", "inside"], root=str(root))
+    assert got == {"value": b"42\n", "nope": None, "inside": b"7\n"}
+    assert fileio.read_many(str(root / "gone"), ["value"], root=str(root)) == {"value": None}
+    hostile.link_out(root / "sys" / "value", tmp_path / "outside" / "secret")
+    with pytest.raises(UnsafeFileError, match="leaves the root"):
+        fileio.read_many(str(root / "sys"), ["real", "value"], root=str(root))
+    with pytest.raises(ValueError, match="files of one directory"):
+        fileio.read_many(str(root), ["sys/real"], root=str(root))
+
+
+def test_read_many_refuses_a_directory_that_leads_out_of_the_root(root, tmp_path):
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    (out / "disable").write_text("0\n")
+    (root / "sys" / "dir").symlink_to(out)
+    with pytest.raises(UnsafeFileError, match="leaves the root"):
+        fileio.read_many(str(root / "sys" / "dir"), ["disable"], root=str(root))
+
+
+def test_read_many_refuses_a_file_replaced_between_examining_and_opening(root, monkeypatch):
+    target = root / "sys" / "value"
+    (root / "sys" / "other").write_text("planted\n")
+    real_open = os.open
+
+    def racing_open(path, flags, *args, **kwargs):
+        if str(path) == "value":
+            os.rename(root / "sys" / "other", target)
+        return real_open(path, flags, *args, **kwargs)
+    monkeypatch.setattr(fileio.os, "open", racing_open)
+    with pytest.raises(UnsafeFileError, match="was replaced while it was opened"):
+        fileio.read_many(str(root / "sys"), ["value"], fileio.VALUE, str(root))
+
+
 def test_text_that_is_not_utf8_names_the_file_and_byte(root):
     (root / "sys" / "value").write_bytes(b"ok\xff")
     with pytest.raises(UnsafeFileError, match=r"value is not UTF-8 text \(byte 2\)"):
