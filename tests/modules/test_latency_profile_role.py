@@ -11,6 +11,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import REPO, TARGET_PYTHON, VENV_BIN, materialize, snapshot_tree
 
 PLAY = """- hosts: all
@@ -154,9 +156,42 @@ def test_apply_profile_with_an_unknown_profile_changes_no_host(tmp_path):
     assert "TASK [latency_profile" not in proc.stdout      # the role never started
 
 
+BAD_PROFILES = [
+    # (the profile, words of the refusal)
+    ({"budget_us": "fast"}, "latency_profile_budget_us"),
+    ({"budget": 50}, "latency_profile_budget"),                  # a key that is no argument: refused, not ignored
+    ({"budget_us": 50, "sleep_fallback": "deep"}, "latency_profile_sleep_fallback"),
+    ({"budget_us": 50, "pm_qos": "maybe"}, "latency_profile_pm_qos"),
+    ({"budget_us": 50, "cpufreq": {"governor": "performance", "turbo_boost": True}}, "turbo_boost"),
+    ({"budget_us": 50, "sleep_policy": "advise"}, "latency_profile_sleep_policy"),   # not a profile's key here
+]
+
+
+@pytest.mark.parametrize("profile,words", BAD_PROFILES, ids=[json.dumps(p, sort_keys=True) for p, _w in BAD_PROFILES])
+def test_apply_profile_refuses_a_bad_profile_once_before_any_host_changes(tmp_path, profile, words):
+    """A profile is checked once, on the controller, against the role's argument spec: a wrong
+    value or a key that is no argument stops the run naming it, and no machine is changed."""
+    roots = {name: machine(tmp_path / name) for name in ("web1", "web2")}
+    before = {name: snapshot_tree(root) for name, root in roots.items()}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {
+        name: {"fleetnap_profile": "web", "latency_profile_sysfs_root": str(root)} for name, root in roots.items()}}}))
+    extra = {"ansible_python_interpreter": TARGET_PYTHON, "ansible_connection": "local", "ansible_become": False,
+             "fleetnap_profiles": {"web": profile, "unused": {"budget_us": "not checked: no host uses it"}},
+             "fleetnap_artifacts_dir": str(tmp_path / "art")}
+    proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra)
+    assert proc.returncode != 0
+    refusal = re.search(r"^failed: \[\w+\] \(item=web\) => .*$", proc.stdout, re.M)
+    assert refusal and words in refusal.group(0), proc.stdout[-3000:]
+    assert "item=unused" not in proc.stdout
+    assert "TASK [latency_profile" not in proc.stdout      # the role never started
+    assert {name: snapshot_tree(root) for name, root in roots.items()} == before
+
+
 def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
-    """Two tasks per host (the role's argument check and fleetnap_profile); decisions.json holds each
-    host's decision with the keys the fleet report reads, the summary a line per host."""
+    """One task per host (fleetnap_profile; each profile checked once against the role's argument spec
+    before it); decisions.json holds each host's decision with the keys the fleet report reads, the
+    summary a line per host."""
     roots = {name: machine(tmp_path / name) for name in ("web1", "web2", "batch1")}
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {
@@ -177,13 +212,16 @@ def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
     assert decisions["batch1"]["budget_us"] is None and decisions["batch1"]["disabled_states"] == []
     qos = roots["web2"].glob("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us")
     assert {p.read_text().strip() for p in qos} == {"50"}
-    # Tasks that run on every host: the role's argument check and the module, nothing else.
+    # The one task that runs on every host: the module. The profiles were checked against the role's
+    # argument spec once (a task on the controller), not by a task per host.
     sections = re.split(r"^TASK \[", proc.stdout, flags=re.M)[1:]
     per_host = sorted(sec.split("]", 1)[0] for sec in sections
                       if len(set(re.findall(r"^(?:ok|changed|skipping|fatal): \[(\w+)", sec, re.M))) == len(roots))
-    assert per_host == ["latency_profile : Apply the profile in one module call",
-                        "latency_profile : Validating arguments against arg spec 'main' - The latency-budget gate "
-                        "for C-states and sleep states"], per_host
+    assert per_host == ["latency_profile : Apply the profile in one module call"], per_host
+    assert "Validating arguments against arg spec" not in proc.stdout
+    checked = re.search(r"^TASK \[Check each profile the play uses against the role's argument spec.*?(?=^TASK )",
+                        proc.stdout, re.M | re.S).group(0)
+    assert sorted(re.findall(r"^ok: \[\w+\] => \(item=(\w+)\)", checked, re.M)) == ["batch", "web"], checked
     for name in roots:
         assert re.search(r'"%s +(web|batch) +(50|none) ' % name, proc.stdout), name
 
