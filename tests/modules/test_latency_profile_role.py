@@ -188,6 +188,32 @@ def test_apply_profile_refuses_a_bad_profile_once_before_any_host_changes(tmp_pa
     assert {name: snapshot_tree(root) for name, root in roots.items()} == before
 
 
+def test_apply_profile_refuses_a_hosts_own_bad_sleep_policy_once_before_any_host_changes(tmp_path):
+    """latency_profile_sleep_policy is the role argument a host gives itself that the module never sees:
+    apply_profile.yml checks each value the hosts give once against the role's argument spec (the role's
+    own per-host check is off there), so a typo stops the run before any machine is changed."""
+    roots = {name: machine(tmp_path / name) for name in ("web1", "web2", "web3")}
+    before = {name: snapshot_tree(root) for name, root in roots.items()}
+    policies = {"web1": "advice", "web2": "advise", "web3": None}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {
+        name: dict({"fleetnap_profile": "web", "latency_profile_sysfs_root": str(root)},
+                   **({"latency_profile_sleep_policy": policies[name]} if policies[name] else {}))
+        for name, root in roots.items()}}}))
+    extra = {"ansible_python_interpreter": TARGET_PYTHON, "ansible_connection": "local", "ansible_become": False,
+             "fleetnap_profiles": {"web": {"budget_us": 50}}, "fleetnap_artifacts_dir": str(tmp_path / "art")}
+    proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra)
+    assert proc.returncode != 0
+    refusal = re.search(r"^failed: \[\w+\] \(item=advice\) => .*$", proc.stdout, re.M)
+    assert refusal and "latency_profile_sleep_policy" in refusal.group(0) and "advise" in refusal.group(0), \
+        proc.stdout[-3000:]
+    task = proc.stdout[proc.stdout.index("TASK [Check the hosts' own latency_profile_sleep_policy"):]
+    checked = re.findall(r"^(?:ok: \[\w+\] => |failed: \[\w+\] )\(item=(\w+)\)", task, re.M)
+    assert sorted(checked) == ["advice", "advise", "budget"], checked      # once per value, not per host
+    assert "TASK [latency_profile" not in proc.stdout      # the role never started
+    assert {name: snapshot_tree(root) for name, root in roots.items()} == before
+
+
 def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
     """One task per host (fleetnap_profile; each profile checked once against the role's argument spec
     before it); decisions.json holds each host's decision with the keys the fleet report reads, the
