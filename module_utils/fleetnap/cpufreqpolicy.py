@@ -33,6 +33,8 @@ def _pstate():
     C-states alone does not pay for pstate's 700 lines."""
     from ansible.module_utils.fleetnap import pstate
     return pstate
+
+
 # Services that write the same knobs (tuned's [cpu] plugin, power-profiles-daemon's profiles,
 # cpupower.service's governor and frequencies at boot): reported, as tuned is for C-states.
 OTHER_WRITERS = (("power-profiles-daemon.service", "power-profiles-daemon switches EPP, EPB and the governor "
