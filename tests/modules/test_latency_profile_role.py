@@ -42,11 +42,11 @@ def machine(root, stored=None):
     return root
 
 
-def run(inventory, play, extra, **env):
+def run(inventory, play, extra, *args, **env):
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_ROLES_PATH=str(REPO / "roles"), **env)
-    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play), "-e", json.dumps(extra)],
-                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inventory), str(play), "-e", json.dumps(extra),
+                           *args], capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
 
 
 def test_advise_is_one_module_call_and_writes_the_curves_on_the_controller(tmp_path):
@@ -212,6 +212,28 @@ def test_apply_profile_refuses_a_hosts_own_bad_sleep_policy_once_before_any_host
     assert sorted(checked) == ["advice", "advise", "budget"], checked      # once per value, not per host
     assert "TASK [latency_profile" not in proc.stdout      # the role never started
     assert {name: snapshot_tree(root) for name, root in roots.items()} == before
+
+
+def test_apply_profile_check_diff_plans_every_host_and_changes_nothing(tmp_path):
+    """The README's plan: `apply_profile.yml --check --diff` runs the same checks and the module in
+    check mode, prints each host's decision and diff, and changes no machine and writes no decisions.json."""
+    roots = {name: machine(tmp_path / name) for name in ("web1", "batch1")}
+    before = {name: snapshot_tree(root) for name, root in roots.items()}
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {
+        name: {"fleetnap_profile": "batch" if name == "batch1" else "web", "latency_profile_sysfs_root": str(root)}
+        for name, root in roots.items()}}}))
+    art = tmp_path / "art"
+    extra = {"ansible_python_interpreter": TARGET_PYTHON, "ansible_connection": "local", "ansible_become": False,
+             "fleetnap_profiles": {"web": {"budget_us": 50}, "batch": {"budget_us": None}},
+             "fleetnap_artifacts_dir": str(art)}
+    proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra, "--check", "--diff")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert re.search(r"^changed: \[web1\]", proc.stdout, re.M), proc.stdout[-3000:]    # the plan disables states
+    assert "disabled_cpus_per_state" in proc.stdout                                     # and shows them (diff)
+    assert re.search(r'"web1 +web +50 ', proc.stdout) and re.search(r'"batch1 +batch +none ', proc.stdout)
+    assert {name: snapshot_tree(root) for name, root in roots.items()} == before
+    assert not (art / "profile" / "decisions.json").exists()
 
 
 def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
