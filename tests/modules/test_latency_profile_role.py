@@ -214,19 +214,26 @@ def test_apply_profile_refuses_a_hosts_own_bad_sleep_policy_once_before_any_host
     assert {name: snapshot_tree(root) for name, root in roots.items()} == before
 
 
-def test_apply_profile_check_diff_plans_every_host_and_changes_nothing(tmp_path):
-    """The README's plan: `apply_profile.yml --check --diff` runs the same checks and the module in
-    check mode, prints each host's decision and diff, and changes no machine and writes no decisions.json."""
-    roots = {name: machine(tmp_path / name) for name in ("web1", "batch1")}
-    before = {name: snapshot_tree(root) for name, root in roots.items()}
+def profile_fleet(tmp_path, names, profiles):
+    """Captured machines named ``names`` (a name starting with "batch" has the batch profile, the others
+    web), their inventory and apply_profile.yml's extra vars: (roots, inventory, extra, artifacts dir)."""
+    roots = {name: machine(tmp_path / name) for name in names}
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {
-        name: {"fleetnap_profile": "batch" if name == "batch1" else "web", "latency_profile_sysfs_root": str(root)}
+        name: {"fleetnap_profile": "batch" if name.startswith("batch") else "web", "latency_profile_sysfs_root": str(root)}
         for name, root in roots.items()}}}))
     art = tmp_path / "art"
     extra = {"ansible_python_interpreter": TARGET_PYTHON, "ansible_connection": "local", "ansible_become": False,
-             "fleetnap_profiles": {"web": {"budget_us": 50}, "batch": {"budget_us": None}},
-             "fleetnap_artifacts_dir": str(art)}
+             "fleetnap_profiles": profiles, "fleetnap_artifacts_dir": str(art)}
+    return roots, inventory, extra, art
+
+
+def test_apply_profile_check_diff_plans_every_host_and_changes_nothing(tmp_path):
+    """The README's plan: `apply_profile.yml --check --diff` runs the same checks and the module in
+    check mode, prints each host's decision and diff, and changes no machine and writes no decisions.json."""
+    roots, inventory, extra, art = profile_fleet(tmp_path, ("web1", "batch1"),
+                                                 {"web": {"budget_us": 50}, "batch": {"budget_us": None}})
+    before = {name: snapshot_tree(root) for name, root in roots.items()}
     proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert re.search(r"^changed: \[web1\]", proc.stdout, re.M), proc.stdout[-3000:]    # the plan disables states
@@ -240,15 +247,8 @@ def test_apply_profile_writes_each_hosts_decision_once(tmp_path):
     """One task per host (fleetnap_profile; each profile checked once against the role's argument spec
     before it); decisions.json holds each host's decision with the keys the fleet report reads, the
     summary a line per host."""
-    roots = {name: machine(tmp_path / name) for name in ("web1", "web2", "batch1")}
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(json.dumps({"all": {"hosts": {
-        name: {"fleetnap_profile": "batch" if name == "batch1" else "web", "latency_profile_sysfs_root": str(root)}
-        for name, root in roots.items()}}}))
-    art = tmp_path / "art"
-    extra = {"ansible_python_interpreter": TARGET_PYTHON, "ansible_connection": "local", "ansible_become": False,
-             "fleetnap_profiles": {"web": {"budget_us": 50, "pm_qos": True}, "batch": {"budget_us": None}},
-             "fleetnap_artifacts_dir": str(art)}
+    roots, inventory, extra, art = profile_fleet(tmp_path, ("web1", "web2", "batch1"), {
+        "web": {"budget_us": 50, "pm_qos": True}, "batch": {"budget_us": None}})
     proc = run(inventory, REPO / "playbooks" / "apply_profile.yml", extra)
     assert proc.returncode == 0, proc.stdout[-3000:]
     decisions = json.loads((art / "profile" / "decisions.json").read_text())

@@ -73,13 +73,17 @@ def _bounded(fn, seconds=5):
     return box["value"]
 
 
-@pytest.mark.parametrize("kind,words", [
+# Hostile kinds of a file (tests/hostile.py) and the words of their refusal.
+REFUSED = [
     ("fifo", "is a FIFO, not a regular file"),
     ("socket", "is a socket, not a regular file"),
     ("device", "is a character device, not a regular file"),
     ("link to /dev/zero", "leaves the root"),
     ("huge file", "is larger than 64 KiB"),
-])
+]
+
+
+@pytest.mark.parametrize("kind,words", REFUSED)
 def test_a_special_or_huge_file_is_refused_at_once(root, kind, words):
     target = root / "sys" / "value"
     hostile.make(target, kind)
@@ -110,13 +114,7 @@ def test_a_directory_link_out_of_the_root_is_refused_for_files_under_it(root, tm
 
 # --- read_many: the files of one directory through one descriptor of it ------------------------------
 
-@pytest.mark.parametrize("kind,words", [
-    ("fifo", "is a FIFO, not a regular file"),
-    ("socket", "is a socket, not a regular file"),
-    ("device", "is a character device, not a regular file"),
-    ("link to /dev/zero", "leaves the root"),
-    ("huge file", "is larger than 64 KiB"),
-])
+@pytest.mark.parametrize("kind,words", REFUSED)
 def test_read_many_refuses_what_read_bytes_refuses_naming_the_file(root, kind, words):
     (root / "sys" / "name").write_text("C6\n")
     target = root / "sys" / "value"
