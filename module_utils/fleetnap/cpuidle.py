@@ -46,14 +46,10 @@ class CpuidleError(ValueError):
 COUNTER_MAX = 2 ** 64 - 1
 
 
-def _int(fs, path, default=None, hi=COUNTER_MAX):
-    """A sysfs number (one parser: ASCII digits, bounded), ``default`` when the file is missing;
-    anything else is a CpuidleError naming the file and what it holds."""
-    return _parsed(fs, path, fs.read(path), default, hi)
-
-
 def _parsed(fs, path, text, default=None, hi=COUNTER_MAX):
-    """_int() of text already read from path."""
+    """The sysfs number in ``text``, read from ``path`` (one parser: ASCII digits, bounded),
+    ``default`` when the file was missing (None); anything else is a CpuidleError naming the file
+    and what it holds."""
     if text is None:
         return default
     try:
