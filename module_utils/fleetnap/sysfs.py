@@ -36,6 +36,18 @@ class BatchWriteError(HostFsError):
         self.rollback_errors = rollback_errors or []
 
 
+def _text(data, path):
+    """Stripped UTF-8 text of bytes read from ``path`` (None stays None); text that is not UTF-8 is a
+    UnicodeDecodeError naming the file and the byte in its reason."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise UnicodeDecodeError(exc.encoding, exc.object, exc.start, exc.end,
+                                 "%s is not UTF-8 text (byte %d)" % (path, exc.start))
+
+
 class HostFS(object):
     """Reads and writes host files under a root prefix, through the file layer (fileio): no link
     out of the root, no FIFO or device opened, bounded reads, strict text, one number parser and
@@ -86,14 +98,8 @@ class HostFS(object):
         """read() of several files of one directory, opened through one descriptor of it
         (fileio.read_many): ``{name: stripped text, or None when missing or unreadable}``."""
         directory = self.path(host_dir)
-        out = {}
-        for name, data in fileio.read_many(directory, names, limit, self.root).items():
-            try:
-                out[name] = None if data is None else data.decode("utf-8").strip()
-            except UnicodeDecodeError as exc:
-                raise UnicodeDecodeError(exc.encoding, exc.object, exc.start, exc.end, "%s is not UTF-8 text (byte %d)"
-                                         % (os.path.join(directory, name), exc.start))
-        return out
+        return dict((name, _text(data, os.path.join(directory, name)))
+                    for name, data in fileio.read_many(directory, names, limit, self.root).items())
 
     def read(self, host_path, default=None, limit=fileio.VALUE):
         """Stripped text of a file, or ``default`` when it does not exist or cannot be read.
@@ -101,14 +107,8 @@ class HostFS(object):
         Text that is not UTF-8 raises UnicodeDecodeError (every caller's handlers already know it)
         with the file named in its reason, so the module's message says which file; a file that
         must not be used raises UnsafeFileError (an OSError and a ValueError too) naming it."""
-        data = self.read_bytes(host_path, limit)
-        if data is None:
-            return default
-        try:
-            return data.decode("utf-8").strip()
-        except UnicodeDecodeError as exc:
-            raise UnicodeDecodeError(exc.encoding, exc.object, exc.start, exc.end,
-                                     "%s is not UTF-8 text (byte %d)" % (self.path(host_path), exc.start))
+        text = _text(self.read_bytes(host_path, limit), self.path(host_path))
+        return default if text is None else text
 
     def read_int(self, host_path, default=None, lo=None, hi=None):
         """A whole number in ASCII digits, or ``default`` when the file is missing or holds no

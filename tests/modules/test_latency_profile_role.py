@@ -12,6 +12,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
 from conftest import REPO, TARGET_PYTHON, VENV_BIN, materialize, snapshot_tree
 
@@ -212,6 +213,16 @@ def test_apply_profile_refuses_a_hosts_own_bad_sleep_policy_once_before_any_host
     assert sorted(checked) == ["advice", "advise", "budget"], checked      # once per value, not per host
     assert "TASK [latency_profile" not in proc.stdout      # the role never started
     assert {name: snapshot_tree(root) for name, root in roots.items()} == before
+
+
+def test_apply_profile_checks_exactly_the_arguments_a_profile_sets():
+    """The profile check's list of role arguments (__apply_profile_args) is the role's vars that read the
+    profile, so no profile key is passed unchecked and none checked is ignored."""
+    play = yaml.safe_load((REPO / "playbooks" / "apply_profile.yml").read_text())[0]
+    check = next(t for t in play["pre_tasks"] if t["name"].startswith("Check each profile the play uses"))
+    role = next(t for t in play["tasks"] if "ansible.builtin.import_role" in t)
+    from_profile = sorted(k for k, v in role["vars"].items() if "__apply_profile[" in str(v))
+    assert sorted(check["vars"]["__apply_profile_args"]) == from_profile and len(from_profile) == 8
 
 
 def profile_fleet(tmp_path, names, profiles):
