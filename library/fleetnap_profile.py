@@ -465,9 +465,7 @@ from ansible.module_utils.fleetnap.parse import ParseError, loads, number_of
 from ansible.module_utils.fleetnap.sleep import read_sleep
 from ansible.module_utils.fleetnap.sleeppolicy import apply_sleep, plan_sleep, sleep_result
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError
-from ansible.module_utils.fleetnap.powernap import (
-    ADVICE_BOUNDS, DEFAULTS, PowerNapError, advice_svg, advise, summarize_utilization, utilization_input,
-)
+from ansible.module_utils.fleetnap.powernapconf import ADVICE_BOUNDS, DEFAULTS
 from ansible.module_utils.fleetnap.validate import (
     ParamError, ansible_module, check_params, number as number_check, path as path_check, validate,
 )
@@ -506,7 +504,7 @@ CPUFREQ_OPTIONS = dict(
     elc_floor_khz=dict(type="raw"),
 )
 NOT_MEASURED = "resume latency not measured yet (run measure_resume.yml)"
-# The advice's numbers, bounded as powernap_advice bounds them (one table: powernap.ADVICE_BOUNDS).
+# The advice's numbers, bounded as powernap_advice bounds them (one table: powernapconf.ADVICE_BOUNDS).
 ADVICE_CHECKS = dict(("sleep.advice." + k, number_check(**bounds)) for k, bounds in ADVICE_BOUNDS.items())
 
 
@@ -609,14 +607,22 @@ def derived_latencies(module, cs):
     return cs
 
 
+def _powernap():
+    """The PowerNap model, imported only for a profile with advice (compiling and running it on
+    every host cost about 6 ms of each apply)."""
+    from ansible.module_utils.fleetnap import powernap
+    return powernap
+
+
 def checked_advice(module, advice):
     """sleep.advice with every value checked (each utilisation sample too), before the host is
     read; its utilization as utilization_input returns it."""
+    powernap = _powernap()
     try:
         validate(dict(("sleep.advice." + k, v) for k, v in advice.items()), ADVICE_CHECKS)
-        util = utilization_input(advice["utilization"], "sleep.advice.utilization")
-        summarize_utilization(util, advice["utilization_percentile"])     # every sample checked now
-    except (ParamError, PowerNapError) as exc:
+        util = powernap.utilization_input(advice["utilization"], "sleep.advice.utilization")
+        powernap.summarize_utilization(util, advice["utilization_percentile"])     # every sample checked now
+    except (ParamError, powernap.PowerNapError) as exc:
         msg = str(exc)
         module.fail_json(msg="%s%s; nothing was changed"
                              % ("" if msg.startswith(("option ", "sleep.advice")) else "sleep.advice.", msg))
@@ -634,10 +640,11 @@ def powernap_advice(module, advice, resume_f):
                   response_time_objective=advice["response_time_objective"],
                   require_beating_dvfs=advice["require_beating_dvfs"],
                   service_time_s=advice["service_time_s"], service_time_cv=advice["service_time_cv"])
+    powernap = _powernap()
     try:
-        out, model, tr, rho = advise(params)
-        svg = advice_svg(out, model, tr, rho) if advice["svg"] else None
-    except PowerNapError as exc:
+        out, model, tr, rho = powernap.advise(params)
+        svg = powernap.advice_svg(out, model, tr, rho) if advice["svg"] else None
+    except powernap.PowerNapError as exc:
         module.fail_json(msg="sleep.advice: %s; nothing was changed" % exc)
     return out, svg
 

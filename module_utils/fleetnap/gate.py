@@ -28,7 +28,6 @@ from ansible.module_utils.fleetnap.cpuidle import (
     select_cpus, state_names,
 )
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
-from ansible.module_utils.fleetnap.prom import render
 from ansible.module_utils.fleetnap.validate import ParamError, check_output_dir
 from ansible.module_utils.fleetnap.persist import (
     APPLY_CONFIG, APPLY_SCRIPT, APPLY_SCRIPT_TEXT, APPLY_UNIT, HOLD_SCRIPT, HOLD_SCRIPT_TEXT, HOLD_UNIT,
@@ -303,6 +302,7 @@ def apply_gate(module, plan, changes=None):
             module.fail_json(msg=changes.failure("installing fleetnap's services failed: %s" % exc))
 
     if p["metrics_dir"] and not module.check_mode:
+        from ansible.module_utils.fleetnap.prom import render   # only with metrics: not compiled on every host
         try:
             changed = write_recorded(changes, os.path.join(p["metrics_dir"], "fleetnap_cpuidle.prom"),
                                      render(decision_metrics(plan["rows"], p, plan["acted"])), 0o644,

@@ -45,8 +45,10 @@ import math
 
 try:
     from ansible.module_utils.fleetnap import parse
+    from ansible.module_utils.fleetnap.powernapconf import ADVICE_BOUNDS, DEFAULTS  # noqa: F401 (re-exported)
 except ImportError:     # docs/gen_powernap_table.py imports this file as fleetnap.powernap
     from fleetnap import parse  # type: ignore
+    from fleetnap.powernapconf import ADVICE_BOUNDS, DEFAULTS  # type: ignore # noqa: F401
 
 
 def escape(text):
@@ -54,27 +56,6 @@ def escape(text):
     urllib.request on every host that runs fleetnap_profile: 60 ms of Python start)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
-
-# Defaults and where they come from (docs/powernap.md has the details).
-DEFAULTS = {
-    # PowerNap's Web workload as used for the seed's Figures 7-8 (see docs/powernap.md: the
-    # seed's own statement that 10 ms answers 28-44 % faster than 50 ms implies 38-41 ms).
-    "service_time_s": 0.038,
-    # Exponential service times (M/M/1), the variability of the PowerNap model's examples.
-    "service_time_cv": 1.0,
-    # "idle servers still consume 60 % of their peak power draw" (PowerNap; seed section V).
-    "idle_power_fraction": 0.6,
-    # S3 draws 3.8 % (Arch desktop) to 6 % (Chromebook) of full power (seed section IV): 5 %.
-    "sleep_power_fraction": 0.05,
-    # Transitions are charged at peak power (conservative; BigHouse charges active power).
-    "transition_power_fraction": 1.0,
-    # "processor power accounts for only 33 % of the total" (seed, after Barroso and Hoelzle).
-    "cpu_power_fraction": 0.33,
-    # DVFS range 2x (half the nominal frequency), cubic CPU power, stretch up to 80 % busy.
-    "dvfs_min_frequency": 0.5,
-    "dvfs_target_utilization": 0.8,
-    "dvfs_power_exponent": 3.0,
-}
 
 # The transition latencies of the seed's Figures 7 and 8.
 SEED_LATENCIES_S = (0.01, 0.05, 0.1, 0.65)
@@ -505,14 +486,6 @@ def render_svg(latencies_s, model=None, utilization=None, title=None, points=160
 # ---------------------------------------------------------------------------------------------
 
 MAX_SAMPLES = 100000
-# The bounds of the advice's inputs (validate.number's arguments), one table for powernap_advice's
-# options and fleetnap_profile's sleep.advice: the model squares and powers them.
-ADVICE_BOUNDS = {
-    "utilization_percentile": dict(lo=0, lo_open=True, hi=100),
-    "response_time_objective": dict(lo=1, hi=1000),
-    "service_time_s": dict(lo=0, lo_open=True, hi=3600),
-    "service_time_cv": dict(lo=0, hi=100),
-}
 
 
 def pct(x):

@@ -20,7 +20,6 @@ import os
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.persist import STATE_DIR, UNIT_DIR, remove_recorded, write_recorded
-from ansible.module_utils.fleetnap.prom import render
 from ansible.module_utils.fleetnap.sleep import METRICS_FILE, POWER_DIR, SLEEP_TARGETS, policy_metrics, read_sleep
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, SysfsBatch, systemd_running
 
@@ -168,6 +167,7 @@ def plan_sleep(module, p):
         except (IOError, OSError) as exc:
             module.fail_json(msg="option metrics_dir: %s; nothing was changed" % exc, offered=offered)
         if p["state"] == "present":
+            from ansible.module_utils.fleetnap.prom import render   # only with metrics: not compiled on every host
             metrics_text = render(policy_metrics(allow, offered, want_mem_sleep, want_masks))
         metrics_changed = metrics_before != metrics_text
 

@@ -313,3 +313,49 @@ def test_every_option_is_checked_before_the_host_is_read(tmp_path, module_runner
     res = _unchanged_after_failure(module_runner, root, "cstates.pm_qos needs cstates.max_latency_us",
                                    cstates={"max_latency_us": 0.2, "pm_qos": True})
     assert "fleetnap.fact" not in res["msg"]
+
+
+# The module as AnsiballZ runs it (library/fleetnap_profile.py as __main__, its arguments from a
+# file), reporting at exit which of fleetnap's module_utils it imported.
+IMPORTS = r"""
+import atexit, json, runpy, sys
+import ansible.module_utils
+ansible.module_utils.__path__.append(sys.argv[1])
+before = set(sys.modules)
+atexit.register(lambda: sys.stderr.write("\nIMPORTED " + json.dumps(sorted(
+    m.rsplit(".", 1)[1] for m in set(sys.modules) - before if m.startswith("ansible.module_utils.fleetnap.")))))
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("extra,used,unused", [
+    ({}, set(), {"powernap", "prom", "pstate"}),
+    ({"sleep": {"advice": {"utilization": [0.01, 0.02]}}}, {"powernap"}, {"prom", "pstate"}),
+    ({"metrics_dir": "METRICS"}, {"prom"}, {"powernap", "pstate"}),
+    ({"cpufreq": {"turbo": "off"}}, {"pstate"}, {"powernap", "prom"}),
+], ids=["plain", "advice", "metrics", "cpufreq"])
+def test_a_profile_imports_only_the_code_it_uses(tmp_path, extra, used, unused):
+    """Every host compiles what the module imports (AnsiballZ ships source): the PowerNap model only
+    for a profile with advice, the Prometheus writer only with metrics, the P-state code only with a
+    cpufreq part; the C-states and the sleep policy always."""
+    import subprocess
+    import sys
+    from conftest import PSTATE_DATA, REPO
+    root = machine(tmp_path / "m", "spr1")
+    materialize("spr1", root, data=PSTATE_DATA)      # its cpufreq part too
+    metrics = root / "metrics"
+    metrics.mkdir()
+    args = dict({"sysfs_root": str(root), "cstates": {"max_latency_us": 20}}, **extra)
+    if args.get("metrics_dir") == "METRICS":
+        args["metrics_dir"] = str(metrics)
+    argfile = tmp_path / "args.json"
+    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run([sys.executable, "-c", IMPORTS, str(REPO / "module_utils"),
+                           str(REPO / "library/fleetnap_profile.py"), str(argfile)],
+                          capture_output=True, text=True, timeout=120)
+    result = json.loads(proc.stdout)
+    assert not result.get("failed"), result
+    imported = set(json.loads(proc.stderr.rsplit("IMPORTED ", 1)[1]))
+    assert {"gate", "cpuidle", "sleeppolicy", "fileio"} | used <= imported, imported
+    assert not imported & unused, imported
