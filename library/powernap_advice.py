@@ -276,9 +276,8 @@ import os
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible.module_utils.fleetnap.powernapconf import ADVICE_BOUNDS, DEFAULTS
 from ansible.module_utils.fleetnap.powernap import (
-    ADVICE_BOUNDS,
-    DEFAULTS,
     PowerNapError,
     advice_svg,
     advise,

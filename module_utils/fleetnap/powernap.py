@@ -45,10 +45,10 @@ import math
 
 try:
     from ansible.module_utils.fleetnap import parse
-    from ansible.module_utils.fleetnap.powernapconf import ADVICE_BOUNDS, DEFAULTS  # noqa: F401 (re-exported)
+    from ansible.module_utils.fleetnap.powernapconf import DEFAULTS
 except ImportError:     # docs/gen_powernap_table.py imports this file as fleetnap.powernap
     from fleetnap import parse  # type: ignore
-    from fleetnap.powernapconf import ADVICE_BOUNDS, DEFAULTS  # type: ignore # noqa: F401
+    from fleetnap.powernapconf import DEFAULTS  # type: ignore
 
 
 def escape(text):
