@@ -307,7 +307,10 @@ def outcomes(nodes, rc, stdout):
     """node -> (ok, detail) from one run of the park or wake command with Ansible's JSON callback
     (ansible.posix.json): a node is done when the run's stats count no failure and no unreachable
     for it; otherwise the message of its last failed task says why. A node the run does not name
-    (the command failed before it ran any) is not done, with the command's exit status."""
+    (the command failed before it ran any) is not done, with the command's exit status. A node done
+    with nothing to do (gear_member's result with method ``none``: silent already for a suspend,
+    answering already for a resume) has that result's message as its detail; a node parked or
+    woken has none."""
     try:
         doc = parse.loads(stdout, "the command's JSON output", limit=64 * 1024 * 1024, max_depth=64)
     except parse.ParseError as exc:
@@ -315,14 +318,20 @@ def outcomes(nodes, rc, stdout):
     stats = doc.get("stats") if isinstance(doc, dict) else None
     if not isinstance(stats, dict):
         return dict((n, (False, "the command ran no play (rc=%s)" % rc)) for n in nodes)
-    why = {}
+    why, idle = {}, {}
     for play in doc.get("plays") or []:
         for task in (play.get("tasks") or []) if isinstance(play, dict) else []:
             hosts = task.get("hosts") if isinstance(task, dict) else None
             for node, res in (hosts or {}).items() if isinstance(hosts, dict) else []:
-                if isinstance(res, dict) and (res.get("failed") or res.get("unreachable")) and not res.get("ignore_errors"):
+                if not isinstance(res, dict):
+                    continue
+                if (res.get("failed") or res.get("unreachable")) and not res.get("ignore_errors"):
                     msg = res.get("msg") or res.get("stderr") or "failed"
                     why[node] = " ".join(str(msg).split())[:2000]
+                facts = res.get("ansible_facts")
+                done = facts.get("gear_member_result") if isinstance(facts, dict) else None
+                if isinstance(done, dict) and done.get("method") == "none":
+                    idle[node] = " ".join(str(done.get("msg") or "nothing to do").split())[:2000]
     out = {}
     for node in nodes:
         st = stats.get(node)
@@ -331,7 +340,7 @@ def outcomes(nodes, rc, stdout):
         elif st.get("failures") or st.get("unreachable"):
             out[node] = (False, why.get(node, "a task failed"))
         else:
-            out[node] = (True, "")
+            out[node] = (True, idle.get(node, ""))
     return out
 
 
@@ -379,7 +388,8 @@ def run(action, nodes, cfg, execute, log):
             results.update(got)
             for node in todo:
                 ok, detail = results[node]
-                log(line(action, node, ("woken" if verb == "resume" else "parked") if ok else "failed", detail))
+                done = "nothing done" if detail else ("woken" if verb == "resume" else "parked")
+                log(line(action, node, done if ok else "failed", detail))
                 if not ok and action == "resume":
                     for cmd in down_commands(cfg["scontrol"], node, detail):
                         try:

@@ -278,6 +278,36 @@ def test_idle_nodes_are_parked_by_slurm_through_fleetnap(cluster):
     assert not [ln for ln in lines if "failed" in ln], lines
 
 
+def test_suspend_asked_of_a_node_already_parked_powers_nothing(cluster):
+    """A node already in the asked state: SuspendProgram called again for lab4 (in S3) and lab6
+    (soft-off), as slurmctld calls it. The program returns at once and the runner logs one line per
+    node: lab4 gives no SSH greeting, so it gets no suspend (in the lab an SSH login to a guest in S3
+    would wait for ever: QEMU's user networking accepts the connection) and nothing is done; lab6's
+    BMC says its chassis is off already (parked, no power command). Both stay as they were, and
+    Slurm still shows them powered down."""
+    lab = cluster
+    start = len(log_lines())
+    prog = str(BASE / "lib" / "fleetnap-slurm-suspend")
+    t0 = time.monotonic()
+    proc = subprocess.run(["env", "-i", "SLURM_CONF=%s" % labslurm.CONF, prog, "lab[4,6]"], capture_output=True,
+                          text=True, timeout=10)
+    returned_s = time.monotonic() - t0
+    assert proc.returncode == 0, proc
+
+    def done(name):
+        return [ln for ln in log_lines(start) if re.search(r"suspend %s: (failed|parked|nothing done)" % name, ln)]
+
+    took = wait(lab, "the runner to log lab4 and lab6", lambda: done("lab4") and done("lab6"), 120)
+    wait(lab, "the runner to end", lambda: not runners(), 60)
+    lines = log_lines(start)
+    assert len(done("lab4")) == 1 and "suspend lab4: nothing done: silent already" in done("lab4")[0], lines
+    assert len(done("lab6")) == 1 and done("lab6")[0].endswith("suspend lab6: parked"), lines
+    assert lab.qmp_status("lab4") == "suspended" and lab.power("lab6") == "off"
+    assert states().get("lab4") == "idle~" and states().get("lab6") == "idle~", states()
+    print("suspend of two parked nodes: the program returned in %.2f s, the runner logged both in %.0f s: %s"
+          % (returned_s, took, "; ".join(done("lab4") + done("lab6"))))
+
+
 def test_a_job_wakes_its_parked_node_and_slurmd_registers_a_new_boot_time(cluster):
     """sbatch of a job that needs lab4 (in S3): slurmctld calls ResumeProgram, fleetnap wakes it by WoL,
     the park's resume hook restarts slurmd with -b, the job runs and completes. The node was resumed,
@@ -307,7 +337,7 @@ def test_a_job_wakes_its_parked_node_and_slurmd_registers_a_new_boot_time(cluste
 
 def test_resume_asked_twice_wakes_the_node_once(cluster):
     """slurmctld restarted while a node resumes calls ResumeProgram again for it: the second call
-    waits for the node's lock, finds it up, and sends nothing; one magic packet, one wake."""
+    waits for the node's lock, finds it up, sends nothing and says so; one magic packet, one wake."""
     lab = cluster
     start = len(log_lines())
     mac = lab["lab5"]["wol_mac"]
@@ -319,8 +349,12 @@ def test_resume_asked_twice_wakes_the_node_once(cluster):
                           text=True, timeout=10)
     assert proc.returncode == 0, proc
     wait(lab, "lab5 idle in sinfo again", lambda: states().get("lab5") == "idle", 240)
+    # one call wakes it; the other, after the first released the node's lock, finds it answering
     wait(lab, "both calls logged as done",
-         lambda: len([ln for ln in log_lines(start) if re.search(r"resume lab5: woken$", ln)]) == 2, 120)
+         lambda: len([ln for ln in log_lines(start) if re.search(r"resume lab5: (woken|nothing done)", ln)]) == 2, 120)
+    assert len([ln for ln in log_lines(start) if re.search(r"resume lab5: woken$", ln)]) == 1, log_lines(start)
+    assert len([ln for ln in log_lines(start) if ln.endswith("resume lab5: nothing done: answers already")]) == 1, \
+        log_lines(start)
     woke = [e for e in lab.wol_log()[before:] if e.get("mac") == mac and e.get("action") == "woke"]
     assert len(woke) == 1, woke
     sent = [e for e in lab.wol_log()[before:] if e.get("mac") == mac]

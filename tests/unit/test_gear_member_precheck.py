@@ -23,6 +23,7 @@ import yaml
 
 from ansible.module_utils.fleetnap.sleeppolicy import DROP_IN, drop_in_text
 from conftest import REPO, run_module, snapshot_tree
+from greeting import GreetingServer
 
 ROLE = REPO / "roles" / "gear_member"
 TEMPLATE = ROLE / "templates" / "suspend.sh.j2"
@@ -291,7 +292,73 @@ def test_suspend_mode_that_sys_power_disk_offers_passes_on_old_systemd(scripts):
     scheduled(run(scripts, "deep", "252"))
 
 
-def test_the_role_fails_the_host_at_once_with_the_reason(tmp_path):
+@pytest.fixture
+def sshd():
+    """Where the role sees the host's SSH greeting (it suspends only a host that answers)."""
+    srv = GreetingServer()
+    srv.answering.set()
+    srv.start()
+    yield srv
+    srv.stop.set()
+    srv.join()
+    srv.sock.close()
+
+
+def down_play(tmp_path, port):
+    """gear_member down on localhost, its greeting asked of 127.0.0.1:port: the role's block, and the
+    result (or the failure) written to out.json."""
+    out = tmp_path / "out.json"
+    play = tmp_path / "down.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "down", "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "tasks": [{"block": [{"ansible.builtin.include_role": {"name": "gear_member"},
+                              "vars": {"gear_member_action": "down", "gear_member_power_ok": True,
+                                       "gear_member_down_method": "suspend", "gear_member_down_timeout_s": 5,
+                                       "gear_member_address": "127.0.0.1", "gear_member_ssh_port": port}},
+                             {"ansible.builtin.copy": {"dest": str(out), "mode": "0644",
+                                                       "content": "{{ {'result': gear_member_result} | to_json }}"}}],
+                   "rescue": [{"ansible.builtin.copy": {
+                       "dest": str(out), "mode": "0644",
+                       "content": "{{ {'result': gear_member_result, 'msg': ansible_failed_result.msg} | to_json }}"}}]}],
+    }]))
+    return play, out
+
+
+def ansible_playbook(play, extra):
+    return subprocess.run([str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"),
+                           "-i", "localhost,", str(play), "-e", json.dumps(extra)],
+                          capture_output=True, text=True, timeout=300, cwd=str(REPO),
+                          env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+
+
+def test_a_host_that_gives_no_greeting_gets_no_suspend(tmp_path):
+    """A host silent already (asleep, off, hung; here a port that accepts and says nothing, as QEMU's
+    user networking does for a guest in S3): the role sends it nothing, not even the precheck, and
+    says so; the host is not failed (it is as the down asks), nothing is powered."""
+    root = build(tmp_path / "root")
+    marker = tmp_path / "scheduled"
+    silent = GreetingServer()       # accepts, never greets
+    silent.start()
+    try:
+        play, out = down_play(tmp_path, silent.port)
+        proc = ansible_playbook(play, {"__gear_member_precheck_root": str(root),
+                                       "__gear_member_suspend_command": "touch %s" % marker,
+                                       "__gear_member_precheck_init": "systemd",
+                                       "ansible_python_interpreter": "/usr/bin/python3"})
+    finally:
+        silent.stop.set()
+        silent.join()
+        silent.sock.close()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert "msg" not in got, got            # not failed
+    res = got["result"]
+    assert res["ok"] is True and res["method"] == "none" and res["state"] == "silent", res
+    assert res["msg"].startswith("silent already (no SSH greeting within 2 s)"), res
+    assert not marker.exists()              # the precheck passes on this root: run, it would have scheduled
+
+
+def test_the_role_fails_the_host_at_once_with_the_reason(tmp_path, sshd):
     """The role itself (raw + the refusal path) on localhost, paths under a fake root whose suspend.target
     is masked, and a marker file in place of the real suspend command: it must never be written."""
     root = build(tmp_path / "root")
@@ -314,12 +381,9 @@ def test_the_role_fails_the_host_at_once_with_the_reason(tmp_path):
                                                         "content": "{{ ansible_failed_result.msg }}"}}]}],
     }]))
     extra = {"__gear_member_precheck_root": str(root), "__gear_member_suspend_command": "touch %s" % marker,
-             "__gear_member_precheck_init": "systemd",
-             "ansible_python_interpreter": "/usr/bin/python3"}
-    proc = subprocess.run([str(Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "ansible-playbook"),
-                           "-i", "localhost,", str(play), "-e", json.dumps(extra)],
-                          capture_output=True, text=True, timeout=300, cwd=str(REPO),
-                          env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1"))
+             "__gear_member_precheck_init": "systemd", "gear_member_address": "127.0.0.1",
+             "gear_member_ssh_port": sshd.port, "ansible_python_interpreter": "/usr/bin/python3"}
+    proc = ansible_playbook(play, extra)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     got = json.loads(out.read_text())
     link = root / "etc/systemd/system/suspend.target"

@@ -298,6 +298,10 @@ PLAYBOOK = """
       ansible.builtin.fail:
         msg: "no answer from {{ inventory_hostname }}"
       when: inventory_hostname in (failing | default('')).split(',')
+    - name: A node in the asked state already (as gear_member says it)
+      ansible.builtin.set_fact:
+        gear_member_result: {host: "{{ inventory_hostname }}", ok: true, method: none, msg: "silent already"}
+      when: inventory_hostname in (idle | default('')).split(',')
 """
 
 
@@ -314,7 +318,7 @@ def execute(argv, timeout_s, env):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def runner_cfg(tmp_path, failing=""):
+def runner_cfg(tmp_path, failing="", idle=""):
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     inv = tmp_path / "hosts.yml"
     line_ = "    %s: {ansible_connection: local, ansible_python_interpreter: %s}\n"
@@ -323,7 +327,7 @@ def runner_cfg(tmp_path, failing=""):
     scontrol.write_text("#!/bin/sh\nprintf '%%s\\n' \"$*\" >> %s\n" % (tmp_path / "scontrol.calls"))
     scontrol.chmod(0o755)
     playbook = {"ansible_playbook": str(Path(sys.executable).parent / "ansible-playbook"), "inventory": str(inv),
-                "playbook": str(tmp_path / "play.yml"), "args": ["-e", "failing=%s" % failing]}
+                "playbook": str(tmp_path / "play.yml"), "args": ["-e", "failing=%s" % failing, "-e", "idle=%s" % idle]}
     cfg = slurmpower.settings(str(good_settings(
         tmp_path, playbook=playbook, scontrol=str(scontrol),
         env=ansible_env(tmp_path), timeout_s={"suspend": 300, "resume": 300})))
@@ -336,6 +340,17 @@ def test_the_runner_acts_on_the_nodes_and_logs_each(tmp_path):
     assert got == {"lab1": (True, ""), "lab3": (True, "")}
     assert [x.split(" ", 1)[1] for x in lines] == ["fleetnap-slurm suspend lab1: parked",
                                                    "fleetnap-slurm suspend lab3: parked"]
+    assert not (tmp_path / "scontrol.calls").exists()
+
+
+def test_a_node_in_the_asked_state_already_is_logged_as_nothing_done(tmp_path):
+    """gear_member's result with method none (a suspend of a silent node, a resume of one that
+    answers): done, and the line says nothing was done and why; Slurm is told nothing."""
+    lines = []
+    got = slurmpower.run("suspend", ["lab1", "lab3"], runner_cfg(tmp_path, idle="lab3"), execute, lines.append)
+    assert got == {"lab1": (True, ""), "lab3": (True, "silent already")}
+    assert [x.split(" ", 1)[1] for x in lines] == ["fleetnap-slurm suspend lab1: parked",
+                                                   "fleetnap-slurm suspend lab3: nothing done: silent already"]
     assert not (tmp_path / "scontrol.calls").exists()
 
 
