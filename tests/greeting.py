@@ -3,6 +3,7 @@ SSH greeting before it acts (host_wait, gear_member)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -33,3 +34,18 @@ class GreetingServer(threading.Thread):
                 threading.Timer(self.answer_after_first, self.answering.set).start()
                 self.answer_after_first = None
             conn.close()  # silent: accepts, says nothing (like a sleeping guest behind NAT)
+
+
+@contextlib.contextmanager
+def serving(answering=True):
+    """A GreetingServer running for the block: greeting (``answering``) or silent from the start."""
+    srv = GreetingServer()
+    if answering:
+        srv.answering.set()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop.set()
+        srv.join()
+        srv.sock.close()

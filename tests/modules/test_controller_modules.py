@@ -12,17 +12,13 @@ from pathlib import Path
 import pytest
 
 from conftest import run_module
-from greeting import GreetingServer
+from greeting import serving
 
 
 @pytest.fixture
 def server():
-    srv = GreetingServer()
-    srv.start()
-    yield srv
-    srv.stop.set()
-    srv.join()
-    srv.sock.close()
+    with serving(answering=False) as srv:
+        yield srv
 
 
 def test_host_wait_answering_measures_from_since(server, module_runner):

@@ -23,7 +23,7 @@ import yaml
 
 from ansible.module_utils.fleetnap.sleeppolicy import DROP_IN, drop_in_text
 from conftest import REPO, run_module, snapshot_tree
-from greeting import GreetingServer
+from greeting import serving
 
 ROLE = REPO / "roles" / "gear_member"
 TEMPLATE = ROLE / "templates" / "suspend.sh.j2"
@@ -295,13 +295,8 @@ def test_suspend_mode_that_sys_power_disk_offers_passes_on_old_systemd(scripts):
 @pytest.fixture
 def sshd():
     """Where the role sees the host's SSH greeting (it suspends only a host that answers)."""
-    srv = GreetingServer()
-    srv.answering.set()
-    srv.start()
-    yield srv
-    srv.stop.set()
-    srv.join()
-    srv.sock.close()
+    with serving() as srv:
+        yield srv
 
 
 def down_play(tmp_path, port):
@@ -337,18 +332,12 @@ def test_a_host_that_gives_no_greeting_gets_no_suspend(tmp_path):
     says so; the host is not failed (it is as the down asks), nothing is powered."""
     root = build(tmp_path / "root")
     marker = tmp_path / "scheduled"
-    silent = GreetingServer()       # accepts, never greets
-    silent.start()
-    try:
+    with serving(answering=False) as silent:        # accepts, never greets
         play, out = down_play(tmp_path, silent.port)
         proc = ansible_playbook(play, {"__gear_member_precheck_root": str(root),
                                        "__gear_member_suspend_command": "touch %s" % marker,
                                        "__gear_member_precheck_init": "systemd",
                                        "ansible_python_interpreter": "/usr/bin/python3"})
-    finally:
-        silent.stop.set()
-        silent.join()
-        silent.sock.close()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     got = json.loads(out.read_text())
     assert "msg" not in got, got            # not failed
