@@ -9,7 +9,7 @@ import os
 import socket
 
 from conftest import run_module
-from test_controller_modules import GreetingServer
+from greeting import GreetingServer
 
 MAC = "02:fe:00:00:35:01"
 
