@@ -608,8 +608,8 @@ def derived_latencies(module, cs):
 
 
 def _powernap():
-    """The PowerNap model, imported only for a profile with advice (compiling and running it on
-    every host cost about 6 ms of each apply)."""
+    """The PowerNap model, imported only for a profile with advice (a module ships as source: every
+    host would compile it on every apply)."""
     from ansible.module_utils.fleetnap import powernap
     return powernap
 
