@@ -459,7 +459,8 @@ from ansible.module_utils.fleetnap.cpufreqpolicy import (
     apply_cpufreq, check_fields, cpufreq_result, drift_so_far, plan_cpufreq, want_text, write_want,
 )
 from ansible.module_utils.fleetnap.gate import (
-    GATE_ARGS, GATE_TOP_LEVEL, PM_QOS_MAX_US, apply_gate, gate_result, plan_gate, read_gate_model,
+    GATE_ARGS, GATE_TOP_LEVEL, PM_QOS_MAX_US, apply_gate, check_gate_inputs, gate_result, plan_gate,
+    read_gate_model,
 )
 from ansible.module_utils.fleetnap.parse import ParseError, loads, number_of
 from ansible.module_utils.fleetnap.sleep import read_sleep
@@ -682,6 +683,10 @@ def main():
     if given_resume_f is not None and given_resume_f < 0:
         module.fail_json(msg="sleep.resume_measured_ms must be >= 0 milliseconds, got %s" % sp["resume_measured_ms"])
     freq_fields = check_fields(module, p["cpufreq"]) if present else {}
+    gate_p = dict(cstates, state=p["state"], sysfs_root=p["sysfs_root"], metrics_dir=p["metrics_dir"])
+    if present:
+        # the gate's inputs too, before the measurements file and sysfs are read
+        check_gate_inputs(module, dict(gate_p, measured_latency_us=p["cstates"]["measured_latency_us"] or {}))
     stored = stored_measurements(module, fs, p["measurements_file"])
     model = read_gate_model(module, fs)
     names = state_names(model)
@@ -701,8 +706,7 @@ def main():
     else:
         decided, reason = decide_sleep(offer, sp["resume_budget_ms"], budget_f, resume, resume_f, sp["fallback"])
 
-    gate_p = dict(cstates, measured_latency_us=measured, state=p["state"], sysfs_root=p["sysfs_root"],
-                  metrics_dir=p["metrics_dir"])
+    gate_p["measured_latency_us"] = measured
     gate_plan = plan_gate(module, gate_p, model=model)
     sleep_plan = None
     if sp["manage"]:

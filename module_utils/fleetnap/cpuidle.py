@@ -281,13 +281,12 @@ def _check_names(kind, names, known, driver):
                            % (kind, ", ".join(unknown), ", ".join(known)))
 
 
-def plan_states(model, max_latency_us=None, measured=None, margin=1.0, disable=(), enable=(),
-                combine="measured", cpus=None):
-    """Decide, per state name, whether the budget allows it. Validates everything first.
-
-    Returns rows: name, index, declared_us, measured_us, effective_us, allowed, reason.
-    """
-    measured = measured or {}
+def check_plan_inputs(max_latency_us=None, measured=None, margin=1.0, disable=(), enable=(),
+                      combine="measured", cpus_spec=None):
+    """What plan_states and select_cpus are given that needs no host, checked before a host is read:
+    the numbers (finite, >= 0), the margin (>= 1), combine, a state both disabled and enabled, POLL
+    disabled, the CPU list's syntax. Returns (budget, margin, measured) as numbers; CpuidleError
+    naming the input. That the names and CPUs exist on the host is plan_states' and select_cpus'."""
     if max_latency_us is not None:
         max_latency_us = _number("max_latency_us", max_latency_us, "budget")
     margin = _number("declared_latency_margin", margin, "margin")
@@ -296,19 +295,35 @@ def plan_states(model, max_latency_us=None, measured=None, margin=1.0, disable=(
                            "1 trusts them), got %r" % margin)
     if combine not in ("measured", "worst"):
         raise CpuidleError("combine must be 'measured' or 'worst', got %r" % combine)
-    known = state_names(model)
     measured_us = {}
-    for name, value in measured.items():
+    for name, value in (measured or {}).items():
         measured_us[name] = _number("measured latency of %s" % name, value, "measured_latency_us")
-    _check_names("measured_latency_us", list(measured_us), known, model["driver"])
-    _check_names("disable", list(disable), known, model["driver"])
-    _check_names("enable", list(enable), known, model["driver"])
     both = sorted(set(disable) & set(enable))
     if both:
         raise CpuidleError("state(s) %s are listed in both disable and enable" % ", ".join(both))
     if POLL in disable:
         raise CpuidleError("POLL cannot be disabled: it is the state the CPU falls back to when every "
                            "other state is too slow; use a budget or disable deeper states instead")
+    if cpus_spec not in (None, "", "all"):
+        try:
+            parse_cpulist(cpus_spec)
+        except CpuListError as exc:
+            raise CpuidleError("cpus: %s" % exc)
+    return max_latency_us, margin, measured_us
+
+
+def plan_states(model, max_latency_us=None, measured=None, margin=1.0, disable=(), enable=(),
+                combine="measured", cpus=None):
+    """Decide, per state name, whether the budget allows it. Validates everything first.
+
+    Returns rows: name, index, declared_us, measured_us, effective_us, allowed, reason.
+    """
+    max_latency_us, margin, measured_us = check_plan_inputs(max_latency_us, measured, margin, disable, enable,
+                                                            combine)
+    known = state_names(model)
+    _check_names("measured_latency_us", list(measured_us), known, model["driver"])
+    _check_names("disable", list(disable), known, model["driver"])
+    _check_names("enable", list(enable), known, model["driver"])
     rows = []
     for summary in summarize_states(model, cpus):
         name = summary["name"]

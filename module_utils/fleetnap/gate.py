@@ -24,8 +24,8 @@ import sys
 from ansible.module_utils.fleetnap import fileio
 
 from ansible.module_utils.fleetnap.cpuidle import (
-    CPU_DIR, CpuidleError, cmdline_conflicts, disabled_map, plan_states, read_cpu_dma_latency, read_model,
-    select_cpus, state_names,
+    CPU_DIR, CpuidleError, check_plan_inputs, cmdline_conflicts, disabled_map, plan_states, read_cpu_dma_latency,
+    read_model, select_cpus, state_names,
 )
 from ansible.module_utils.fleetnap.cpulist import format_cpulist
 from ansible.module_utils.fleetnap.validate import ParamError, check_output_dir
@@ -180,15 +180,9 @@ def read_gate_model(module, fs):
     return model
 
 
-def plan_gate(module, p, model=None):
-    """Read, validate and decide; nothing is written. Returns the plan apply_gate() and gate_result() take."""
-    fs = HostFS(p["sysfs_root"])
-    if model is None:
-        model = read_gate_model(module, fs)
-    if p["state"] == "absent":
-        return _plan_absent(module, fs, model)
-
-    # Validate everything before deciding anything.
+def check_gate_inputs(module, p):
+    """Every input of the gate (state present) that needs no host, checked before the host is read;
+    fail_json names the input. plan_gate calls it; fleetnap_profile calls it before its own reads."""
     for key in ("resume_latency_us", "global_latency_us"):
         if p[key] is not None and p[key] < 0:
             module.fail_json(msg="%s must be >= 0 microseconds, got %d" % (key, p[key]))
@@ -206,6 +200,23 @@ def plan_gate(module, p, model=None):
             check_output_dir("metrics_dir", p["metrics_dir"], "fleetnap_cpuidle.prom")
         except ParamError as exc:
             module.fail_json(msg=str(exc))
+    try:
+        check_plan_inputs(p["max_latency_us"], p["measured_latency_us"], p["declared_latency_margin"],
+                          p["disable"], p["enable"], p["combine"], p["cpus"])
+    except CpuidleError as exc:
+        module.fail_json(msg=str(exc))
+
+
+def plan_gate(module, p, model=None):
+    """Validate, read and decide; nothing is written. Returns the plan apply_gate() and gate_result()
+    take. Every input that needs no host is checked before the host is read (check_gate_inputs)."""
+    fs = HostFS(p["sysfs_root"])
+    if p["state"] != "absent":
+        check_gate_inputs(module, p)
+    if model is None:
+        model = read_gate_model(module, fs)
+    if p["state"] == "absent":
+        return _plan_absent(module, fs, model)
     try:
         cpus = select_cpus(model, p["cpus"])
         rows = plan_states(model, max_latency_us=p["max_latency_us"], measured=p["measured_latency_us"],

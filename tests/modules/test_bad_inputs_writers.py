@@ -528,6 +528,54 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
     assert_refused_prepared(table_run(module, tmp_path_factory), index, words)
 
 
+def unreadable_host(d):
+    """A captured machine whose first CPU's first idle-state name and fleetnap's measurements file
+    are FIFOs: a module that reads them refuses the host, naming the FIFO. A case refused for its
+    own input before the host is read names the input instead."""
+    machine(d)
+    name = d / "root/sys/devices/system/cpu/cpu0/cpuidle/state1/name"
+    name.unlink()
+    os.mkfifo(name)
+    (d / FACTS).parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(d / FACTS)
+
+
+# The gate's inputs that need no host, for cpuidle_qos and fleetnap_profile (its cstates): each is
+# refused before sysfs or the measurements file is read (they used to be checked only after).
+GATE_FIRST = [
+    ("budget negative", {"max_latency_us": -1}, "max_latency_us must be >= 0 microseconds"),
+    ("budget nan", {"max_latency_us": NAN}, "max_latency_us must be a finite number >= 0, got nan"),
+    ("budget over PM QoS", {"max_latency_us": 3.6e12}, "max_latency_us must be <= 2000000000 microseconds"),
+    ("margin below 1", {"max_latency_us": 50, "declared_latency_margin": 0.5}, "declared_latency_margin must be >= 1"),
+    ("combine unknown", {"max_latency_us": 50, "combine": "best"}, "combine"),
+    ("measured a word", {"max_latency_us": 50, "measured_latency_us": {"C1E": "fast"}},
+     "measured latency of C1E must be a number"),
+    ("disabled and enabled", {"max_latency_us": 50, "disable": ["C6"], "enable": ["C6"]},
+     "state(s) C6 are listed in both disable and enable"),
+    ("POLL disabled", {"max_latency_us": 50, "disable": ["POLL"]}, "POLL cannot be disabled"),
+    ("cpus garbage", {"max_latency_us": 50, "cpus": "banana"}, "bad CPU number 'banana'"),
+    ("resume latency negative", {"max_latency_us": 50, "resume_latency_us": -3},
+     "resume_latency_us must be >= 0 microseconds"),
+    ("global latency huge", {"max_latency_us": 50, "global_latency_us": 10 ** 12},
+     "global_latency_us must be <= 2000000000"),
+]
+GATE_FIRST_TABLES = {
+    "cpuidle_qos": [(c, dict(R, **a), w) for c, a, w in GATE_FIRST],
+    "fleetnap_profile": [(c, dict(R, cstates=a, sleep={"manage": False}), w) for c, a, w in GATE_FIRST],
+}
+
+
+@pytest.mark.parametrize("module,index,words", case_params(GATE_FIRST_TABLES))
+def test_the_gates_inputs_are_refused_before_the_host_is_read(tmp_path_factory, module, index, words):
+    """Each case's host has FIFOs where the gate's first read goes (sysfs, the measurements file):
+    the refusal names the input, so nothing of the host was read before it."""
+    table = GATE_FIRST_TABLES[module]
+    run = run_prepared(module, table, dict((c, unreadable_host) for c, _a, _w in table), tmp_path_factory,
+                       key="gate-first-" + module)
+    assert "FIFO" not in str(run["cases"][index]["result"].get("msg"))
+    assert_refused_prepared(run, index, words)
+
+
 def test_every_table_has_at_least_15_cases():
     for module, table in TABLES.items():
         assert len(table) >= 15, "%s: %d cases" % (module, len(table))
