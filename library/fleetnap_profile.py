@@ -505,6 +505,8 @@ CPUFREQ_OPTIONS = dict(
     elc_floor_khz=dict(type="raw"),
 )
 NOT_MEASURED = "resume latency not measured yet (run measure_resume.yml)"
+# The longest resume the PowerNap advice takes (powernap.check_latency: an hour), in ms.
+RESUME_MAX_MS = 3600 * 1000
 # The advice's numbers, bounded as powernap_advice bounds them (one table: powernapconf.ADVICE_BOUNDS).
 ADVICE_CHECKS = dict(("sleep.advice." + k, number_check(**bounds)) for k, bounds in ADVICE_BOUNDS.items())
 
@@ -682,6 +684,9 @@ def main():
     given_resume_f = number(module, "sleep.resume_measured_ms", sp["resume_measured_ms"])
     if given_resume_f is not None and given_resume_f < 0:
         module.fail_json(msg="sleep.resume_measured_ms must be >= 0 milliseconds, got %s" % sp["resume_measured_ms"])
+    if advice_p is not None and given_resume_f is not None and given_resume_f > RESUME_MAX_MS:
+        module.fail_json(msg="sleep.resume_measured_ms %s is over an hour, more than the PowerNap advice takes "
+                             "(%d ms): the resume latency is in milliseconds" % (sp["resume_measured_ms"], RESUME_MAX_MS))
     freq_fields = check_fields(module, p["cpufreq"]) if present else {}
     gate_p = dict(cstates, state=p["state"], sysfs_root=p["sysfs_root"], metrics_dir=p["metrics_dir"])
     if present:

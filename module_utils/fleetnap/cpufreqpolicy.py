@@ -56,6 +56,10 @@ def check_fields(module, fields):
             out[name] = pstate.check_field(name, fields[name])
         except pstate.FieldError as exc:
             module.fail_json(msg="cpufreq.%s; nothing was changed" % exc)
+    try:
+        pstate.check_together(out)
+    except pstate.FieldError as exc:
+        module.fail_json(msg="cpufreq.%s; nothing was changed" % exc)
     return out
 
 

@@ -315,6 +315,26 @@ def check_field(name, value):
     return value
 
 
+def check_together(fields):
+    """What checked fields (check_field's values) say together that needs no host, before a host is
+    read: a minimum above its maximum when both are kHz, uncore kHz off the 100 MHz steps, the ELC's
+    low threshold above its high one. FieldError naming the fields; the same rules on values that
+    need the host's range (min, max, base, a percentage) are plan()'s."""
+    for low, high in (("min_khz", "max_khz"), ("uncore_min_khz", "uncore_max_khz")):
+        lo, hi = fields.get(low), fields.get(high)
+        if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+            raise FieldError("%s, %s: the minimum %d kHz would be above the maximum %d kHz" % (low, high, lo, hi))
+    for name in ("uncore_min_khz", "uncore_max_khz", "elc_floor_khz"):
+        value = fields.get(name)
+        if isinstance(value, int) and value % UNCORE_STEP_KHZ:
+            raise FieldError("%s: %d kHz is not a multiple of %d (the uncore is set in 100 MHz steps)"
+                             % (name, value, UNCORE_STEP_KHZ))
+    low, high = fields.get("elc_low_percent"), fields.get("elc_high_percent")
+    if low is not None and high is not None and low > high:
+        raise FieldError("elc_low_percent, elc_high_percent: the low threshold %d %% would be above the high one "
+                         "%d %%" % (low, high))
+
+
 def _khz(value, lo, hi, base):
     """A frequency field's value in kHz for a range lo..hi (cpuinfo's, or the uncore's initial)."""
     if isinstance(value, int):

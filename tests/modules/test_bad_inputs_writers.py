@@ -561,7 +561,22 @@ GATE_FIRST = [
 ]
 GATE_FIRST_TABLES = {
     "cpuidle_qos": [(c, dict(R, **a), w) for c, a, w in GATE_FIRST],
-    "fleetnap_profile": [(c, dict(R, cstates=a, sleep={"manage": False}), w) for c, a, w in GATE_FIRST],
+    "fleetnap_profile": [(c, dict(R, cstates=a, sleep={"manage": False}), w) for c, a, w in GATE_FIRST] + [
+        # the CPU frequency part's and the advice's inputs that need no host, refused as early
+        (case, dict(R, cstates={"max_latency_us": 50}, **args), words) for case, args, words in [
+            ("cpufreq min above max", {"cpufreq": {"min_khz": 3000000, "max_khz": 1000000}},
+             "cpufreq.min_khz, max_khz: the minimum 3000000 kHz would be above the maximum 1000000 kHz"),
+            ("uncore min above max", {"cpufreq": {"uncore_min_khz": 2000000, "uncore_max_khz": 800000}},
+             "cpufreq.uncore_min_khz, uncore_max_khz: the minimum 2000000 kHz would be above the maximum"),
+            ("uncore kHz off the steps", {"cpufreq": {"uncore_max_khz": 1950000}},
+             "cpufreq.uncore_max_khz: 1950000 kHz is not a multiple of 100000"),
+            ("elc floor off the steps", {"cpufreq": {"elc_floor_khz": 850000}},
+             "cpufreq.elc_floor_khz: 850000 kHz is not a multiple of 100000"),
+            ("elc low above high", {"cpufreq": {"elc_low_percent": 90, "elc_high_percent": 20}},
+             "cpufreq.elc_low_percent, elc_high_percent: the low threshold 90 % would be above the high one 20 %"),
+            ("advice with a resume of days", {"sleep": {"resume_measured_ms": 5000000, "advice": {"utilization": 0.1}}},
+             "sleep.resume_measured_ms 5000000 is over an hour"),
+        ]],
 }
 
 
