@@ -546,11 +546,6 @@ def check_wave_hosts(action, hosts):
                     normalize_mac(mac)
                 except WolError as exc:
                     raise ParamError("%s.wol_macs[%d]: %s" % (where, j, exc))
-            if "wol" in methods:
-                try:
-                    resolve(h["wol_address"], h["wol_port"])
-                except WolError as exc:
-                    raise ParamError("%s.wol_address: %s" % (where, exc))
         if h.get("since") is not None and action != "down":
             raise ParamError("%s.since: only with action=down" % where)
         said = h.get("said")
@@ -568,6 +563,13 @@ def check_wave_hosts(action, hosts):
             for key in ("stdout", "msg"):
                 if said.get(key) is not None and (not isinstance(said[key], str) or len(said[key]) > 65536):
                     raise ParamError("%s.said.%s: must be text of at most 65536 characters" % (where, key))
+    # Only when every host's fields are right: the Wake-on-LAN addresses resolved (a name asks DNS).
+    for i, h in enumerate(hosts):
+        if action == "up" and "wol" in h["up_methods"]:
+            try:
+                resolve(h["wol_address"], h["wol_port"])
+            except WolError as exc:
+                raise ParamError("option hosts[%d].wol_address: %s" % (i, exc))
 
 
 # gear_wave's own per-host options; a host's record fills those it has (its wake fields).
