@@ -201,9 +201,11 @@ from ansible.module_utils.fleetnap.validate import check_params, name, number, p
 
 # Every number finite and bounded: a NaN or infinite timeout would wait for ever.
 CHECKS = {
-    "bmc_address": name(r"^[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
+    "bmc_address": name(r"^(?!-)[A-Za-z0-9_.:%-]{1,253}$", "a host name or address"),
     "bmc_port": number(lo=1, hi=65535, integer=True),
-    "bmc_user": name(r"^[^\x00-\x1f]{1,64}$", "a user name of 1-64 printable characters"),
+    # IPMI's user names are 16 bytes at most (ipmi.validate_target, which ipmitool's calls check again)
+    "bmc_user": name(r"^(?!-)[^\x00-\x1f]{1,16}$",
+                     "a user name of 1-16 printable characters (IPMI's limit), not starting with -"),
     "timeout": number(lo=0, lo_open=True, hi=3600),
     "poll_interval": number(lo=0, hi=60),
     "retries": number(lo=0, hi=10, integer=True),

@@ -190,8 +190,8 @@ import sys
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.sysfs import HostFS, remove_path, systemd_running, write_file_atomic
 from ansible.module_utils.fleetnap.tc import (
-    MAX_QUEUES, TcError, check_show, commands, current_view, desired_view, is_default, is_ours, json_keys,
-    needs_rebuild, validate,
+    MAX_QUEUES, TcError, check_config, check_show, commands, current_view, desired_view, is_default, is_ours,
+    json_keys, needs_rebuild, validate,
 )
 from ansible.module_utils.fleetnap.validate import (
     all_of, ansible_module, check_params, items, name, names, number, numbers,
@@ -371,6 +371,15 @@ def main():
     check_params(module, CHECKS)
     device = p["device"]
     host = os.uname()[1]
+    cfg = dict((k, p[k]) for k in ("root", "handle", "num_tc", "priority_map", "tc_queues", "etf_priority",
+                                   "etf_queues", "clockid", "delta_ns", "deadline_mode", "skip_sock_check"))
+    cfg["offload"] = p["offload"] != "off"
+    if p["state"] == "present":
+        # Everything the configuration says on its own is checked before the device is read.
+        try:
+            check_config(cfg)
+        except TcError as exc:
+            module.fail_json(msg="%s (%s)" % (exc, host), device=device)
     fs = HostFS("/")
     netdir = "/sys/class/net/%s" % device
     if "/" in device or not fs.isdir(netdir):
@@ -379,11 +388,6 @@ def main():
     tx_queues = len([q for q in fs.listdir(netdir + "/queues") if q.startswith("tx-")])
     ptp = fs.listdir(netdir + "/device/ptp")
     phc = "/dev/%s" % ptp[0] if ptp else None
-    if not 0 <= p["etf_priority"] <= 15:
-        module.fail_json(msg="etf_priority must be a socket priority 0..15, got %d" % p["etf_priority"])
-    cfg = dict((k, p[k]) for k in ("root", "handle", "num_tc", "priority_map", "tc_queues", "etf_priority",
-                                   "etf_queues", "clockid", "delta_ns", "deadline_mode", "skip_sock_check"))
-    cfg["offload"] = p["offload"] != "off"
     result = dict(changed=False, device=device, tx_queues=tx_queues, phc=phc, offload_supported=None)
     if p["state"] == "present":
         try:

@@ -168,11 +168,12 @@ reason:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap import journal, workflow
+from ansible.module_utils.fleetnap import journal, shiftlock, workflow
 from ansible.module_utils.fleetnap.fileio import HostFsError
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, path, text
 
 CHECKS = {"state_file": path(), "lock_file": path(), "started": text(max_len=64)}
+UNREAD_TOKEN = "lease-not-read-yet"    # stands in for the lease's token while publish_plan's inputs are checked
 NEEDS = {
     "publish_plan": ("plan", "observation", "started", "started_epoch"),
     "take_plan": ("state_file", "journal", "hosts"),
@@ -225,6 +226,9 @@ def _lease(p, where):
 
 
 def publish_plan(module, p):
+    # the plan, the observation and the start, checked before the lock file is read (the lease's
+    # token, not known yet, stands in; the artifact is built again with it below)
+    workflow.plan_artifact(UNREAD_TOKEN, p["plan"], p["observation"], p["started"], p["started_epoch"])
     token = _lease(p, "plan")
     art = workflow.plan_artifact(token, p["plan"], p["observation"], p["started"], p["started_epoch"])
     return {"changed": False, "artifact": art}
@@ -251,6 +255,9 @@ def take_plan(module, p):
 def publish_slice(module, p):
     if not workflow.SLICE_NAME.match(p["slice"]):
         raise ParamError("option slice: must be letters, digits and _ (at most 64), got %r" % p["slice"][:80])
+    if not shiftlock.TOKEN.fullmatch(p["lease_id"]):
+        raise ParamError("option lease_id: must be the plan job's lease token (letters, digits, '.', '_', '-'; "
+                         "at most 64, a letter or digit first), got %r" % p["lease_id"][:80])
     shift = journal.shift_of(p["lock_file"])
     doc = journal.read(p["state_file"])
     art = workflow.slice_artifact(p["lease_id"], p["slice"], p["hosts"], journal.actions(doc, shift),
@@ -261,11 +268,11 @@ def publish_slice(module, p):
 
 def take_slices(module, p):
     art = workflow.check_plan_artifact(p["journal"])
+    by_slice, missing = workflow.merge_slices(art, p["slices"])     # the slices checked before the lock is read
     token = _lease(p, "record job")
     if token != art["token"]:
         raise ParamError("option lock_file: held by the lease %s, not this shift's %s: the plan job's lease expired "
                          "and another shift took the lock; nothing was written" % (token, art["token"]))
-    by_slice, missing = workflow.merge_slices(art, p["slices"])
     names = list(by_slice)
     shift = "lease/" + token
     doc = journal.read(p["state_file"])

@@ -392,6 +392,12 @@ def main():
     try:
         check_hosts(p["hosts"])
         on = shift_groups(p["shift"]) if p["shift"] else None
+        for i, h in enumerate(p["hosts"]):
+            # the keys that stay once credentials are dropped (below) must not name what is observed
+            clash = sorted(set(drop_credentials(h["inventory"] or {})[0]) & (OBSERVED | set(["name"])))
+            if clash:
+                raise ParamError("option hosts[%d].inventory: %s name(s) what is observed; use other keys"
+                                 % (i, ", ".join(clash)))
         recorded = read_states(p["state_file"]) if p["state_file"] else {}
     except (ParamError, ShiftError, GearError) as exc:
         module.fail_json(msg=str(exc))
@@ -431,11 +437,6 @@ def main():
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])}
                for h in p["hosts"]]
-    for i, h in enumerate(p["hosts"]):
-        clash = sorted(set(h["inventory"]) & (OBSERVED | set(["name"])))
-        if clash:
-            module.fail_json(msg="option hosts[%d].inventory: %s name(s) what is observed; use other keys"
-                                 % (i, ", ".join(clash)))
     seen = observe(targets, p["probe_timeout"], lambda bmc: bmc.status(),
                    probe_concurrency=p["probe_concurrency"], bmc_concurrency=p["bmc_concurrency"],
                    bmc_read="always" if p["bmc_read"] == "needed" else p["bmc_read"],

@@ -327,7 +327,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap.gear import (
     METRICS, Capacity, GearError, check_layout, choose_gear, get_timezone, groups_at,
     check_epoch, parse_timestamp, peaks_from_series, plan, prom_fetch, prom_last_point, read_load_csv, table,
-    UNIT_PREFIX, day_changes, stale_units,
+    UNIT_PREFIX, day_changes, stale_units, validate_fleet,
 )
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, items, name, number, path, text
 
@@ -397,6 +397,10 @@ def check_units(p):
 def run(module):
     p = module.params
     check_units(p)
+    # The fleet's numbers and the options that need one another, before the CSV or Prometheus is read.
+    validate_fleet(p["servers"], p["replicas"], p["gmin"])
+    if p["layout_hosts"] is None and p["replica_map"]:
+        raise GearError("replica_map needs layout_hosts (host -> gear_group) to be checked")
     tz = get_timezone(p["timezone"])
     capacity = Capacity(p["server_read_iops"], p["server_write_iops"], p["server_read_mbps"],
                         p["server_write_mbps"])
@@ -462,8 +466,6 @@ def run(module):
         layout = check_layout(p["layout_hosts"], p["replicas"], p["gmin"], p["replica_map"], p["min_copies"])
         layout["groups"] = dict((str(k), v) for k, v in layout["groups"].items())
         out["layout"] = layout
-    elif p["replica_map"]:
-        raise GearError("replica_map needs layout_hosts (host -> gear_group) to be checked")
     out["changes"] = day_changes(result["schedule"], result["date"], p["unit_prefix"], p["cron_command"])
     out["changes_text"] = ", ".join("%dh -> gear %d" % (c["hour"], c["gear"]) for c in out["changes"])
     if p["installed_units"] is not None:

@@ -279,8 +279,8 @@ from ansible.module_utils.fleetnap.energy import (
     read_power_file, read_text,
 )
 from ansible.module_utils.fleetnap.gearrecord import (
-    Writes, after_shift, check_actions, check_inputs, figure_metrics, history_line, merge_actions, metrics,
-    as_the_waves_saw, outcome, readings_of, record, report,
+    Writes, after_shift, check_actions, check_inputs, check_observed, figure_metrics, history_line, merge_actions,
+    metrics, as_the_waves_saw, outcome, readings_of, record, report,
 )
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
@@ -353,6 +353,23 @@ def main():
     check_params(module, CHECKS)
     now = time.time()
     try:
+        # What was given, checked before the lock file and the state file are read: the actions
+        # (the journal's, when none are given, are checked once read), the plan, the observation
+        # after the shift or what it is decided from, its power figures and readings.
+        if p["actions"] is not None and len(p["actions"]) > MAX_ACTIONS:
+            raise ParamError("option actions: at most %d, got %d" % (MAX_ACTIONS, len(p["actions"])))
+        if p["observed_before"] and p["observed"] is None:
+            raise ParamError("option observed_before: only with observed (the observation from before the shift)")
+        check_actions(p["actions"] or [])
+        if p["observed"] is not None:     # in after_shift's order: before the plan's other keys
+            check_observed(p["plan"], p["observed"], p["replicas"], p["gmin"])
+        check_inputs(p["plan"], p["after"], p["actions"] or [])
+        if p["observed"] is not None and p["measured_file"]:
+            readings = readings_of(p["first_observed"] or {})
+            readings.update(readings_of(p["observed"]))
+            add_readings({}, readings, "")
+        if p["after"] is not None:
+            check_figures(p["after"].get("power_w") or {}, "option after.power_w")
         resumed = None
         shift = journal.shift_of(p["lock_file"]) if p["lock_file"] else None
         if p["actions"] is None:

@@ -296,7 +296,7 @@ from datetime import date as dt_date
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, journal
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import ShiftError, batches, bmc_check, plan_from
+from ansible.module_utils.fleetnap.gearshift import ShiftError, batch_count, batches, bmc_check, plan_from
 from ansible.module_utils.fleetnap.validate import ParamError, all_of, check_params, items, number, numbers, path, text
 
 CHECKS = {
@@ -357,6 +357,9 @@ def main():
                 day = dt_date.fromisoformat(p["date"])
             except ValueError:
                 raise ShiftError("date %r is not YYYY-MM-DD" % p["date"])
+        # the batch sizes' syntax, before plan_from reads the state file and the S3 records
+        batch_count(p["wake_batch_size"], 1, "wake_batch_size")
+        batch_count(p["batch_size"], 1, "batch_size")
         out = plan_from(p["hosts"], p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day,
                         state_file=p["state_file"], resume_dir=p["resume_dir"],
                         park_off_after_h=p["park_off_after_h"])

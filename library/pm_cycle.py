@@ -495,13 +495,10 @@ def main():
         if said(drifted):
             module.warn(said(drifted))
         module.exit_json(changed=not module.check_mode, cycles=[cycle], run_id=p["collect"], profile_drift=drifted)
-    offered = read_sleep(fs)
-    if p["cycles"] < 1 or (p["wake"] == "external" and p["cycles"] != 1):
+    # cycles >= 1, rtc_wake_s and start_delay_s are CHECKS; this combination is refused before /sys/power is read.
+    if p["wake"] == "external" and p["cycles"] != 1:
         module.fail_json(msg="cycles must be >= 1, and 1 with wake=external (got %d)" % p["cycles"])
-    if p["rtc_wake_s"] < 2:
-        module.fail_json(msg="rtc_wake_s must be at least 2 seconds (got %d)" % p["rtc_wake_s"])
-    if not 0 <= p["start_delay_s"] <= 60:
-        module.fail_json(msg="start_delay_s must be between 0 and 60 seconds (got %s)" % p["start_delay_s"])
+    offered = read_sleep(fs)
     if p["mode"] not in offered["states"]:
         module.fail_json(msg="%s will not suspend: %s offers %s, not %r; nothing was changed"
                          % (host, POWER_DIR + "/state",

@@ -129,7 +129,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.energy import read_text
 from ansible.module_utils.fleetnap.powerrecord import CHECKS as RECORD_CHECKS
-from ansible.module_utils.fleetnap.slurmconf import ConfError, block, read_shifts
+from ansible.module_utils.fleetnap.slurmconf import ConfError, block, check_gmin, read_shifts
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path
 
 CHECKS = {
@@ -180,6 +180,7 @@ def main():
     check_params(module, CHECKS)
     try:
         groups = check_groups(p["gear_groups"])
+        check_gmin(groups, p["gmin"])              # before the history is read
         text = read_text(p["history_file"], "gear history") or ""
         shifts = read_shifts(text.splitlines(), p["history_file"])
         conf, values = block(groups, p["gmin"], p["programs_dir"].rstrip("/") or "/", shifts,

@@ -11,7 +11,9 @@ import os
 
 from ansible.module_utils.fleetnap import fileio
 from ansible.module_utils.fleetnap.energy import FIGURE_KEYS
-from ansible.module_utils.fleetnap.gearshift import failure_wins, observed_state, plan_from
+from ansible.module_utils.fleetnap.gearshift import (
+    check_host_records, failure_wins, observed_state, plan_from, target_groups,
+)
 from ansible.module_utils.fleetnap.validate import ParamError
 
 RESULTS = ("ok", "degraded", "refused", "failed")
@@ -22,8 +24,11 @@ AFTER_KEYS = ("current_gear", "rows", "up_hosts", "down_hosts", "power_rows", "t
 
 def check_inputs(plan, after, actions):
     """The plan and the observation after the shift are gear_shift_plan's returns, the actions
-    per-host results ({host, ok, msg, ...}). Raises ParamError naming the option and the field."""
-    for opt, doc, keys in (("plan", plan, PLAN_KEYS), ("after", after, AFTER_KEYS)):
+    per-host results ({host, ok, msg, ...}). ``after`` None: the plan and the actions only (the
+    observation after the shift is yet to be decided from ``observed``). Raises ParamError naming
+    the option and the field."""
+    docs = (("plan", plan, PLAN_KEYS),) + ((("after", after, AFTER_KEYS),) if after is not None else ())
+    for opt, doc, keys in docs:
         missing = [k for k in keys if k not in doc]
         if missing:
             raise ParamError("option %s: needs gear_shift_plan's %s (missing: %s)"
@@ -33,9 +38,14 @@ def check_inputs(plan, after, actions):
     if not isinstance(plan["requested"], dict) or "gear" not in plan["requested"]:
         raise ParamError("option plan.requested: needs the requested gear (requested.gear)")
     for opt, doc, key in (("plan", plan, "rows"), ("after", after, "rows"), ("after", after, "power_rows")):
+        if doc is None:
+            continue
         rows = doc[key]
         if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("host"), str) for r in rows):
             raise ParamError("option %s.%s: must be a list of rows, each with a host name" % (opt, key))
+    if after is None:
+        check_actions(actions)
+        return
     for key in ("up_hosts", "down_hosts"):
         if not isinstance(after[key], list) or not all(isinstance(h, str) for h in after[key]):
             raise ParamError("option after.%s: must be a list of host names" % key)
@@ -75,11 +85,25 @@ def after_shift(plan, observed, replicas, gmin, state_file, now=None):
     the observation after the shift (the state file is still the previous shift's: nothing is
     written before this). ParamError when the plan has no target groups; ShiftError / GearError
     name a host or value the observation does not allow."""
+    return plan_from(observed, replicas, gmin, groups_on=groups_on_of(plan), state_file=state_file, now=now)
+
+
+def check_observed(plan, observed, replicas, gmin):
+    """What after_shift decides from, checked without reading anything (gear_record checks it
+    before the lock file and the state file are read): the plan's target groups against replicas
+    and gmin, and the observation's host records. ParamError / ShiftError as after_shift's."""
+    on = groups_on_of(plan)
+    target_groups(replicas, gmin, groups_on=on)
+    check_host_records(observed, replicas)
+
+
+def groups_on_of(plan):
+    """The plan's target groups (groups_on); ParamError when it has none."""
     on = plan.get("groups_on")
     if not isinstance(on, list) or not on or not all(isinstance(g, int) and not isinstance(g, bool) for g in on):
         raise ParamError("option plan.groups_on: needs gear_shift_plan's target groups (a list of group numbers), got %r"
                          % (on,))
-    return plan_from(observed, replicas, gmin, groups_on=on, state_file=state_file, now=now)
+    return on
 
 
 # What a second observation would see of a host whose action the waves verified: a woken host

@@ -159,6 +159,13 @@ def _check_hosts(hosts, replicas):
                          "power nothing (check fleetnap_gear_group and the target pattern)" % (empty, replicas))
 
 
+def check_host_records(hosts, replicas):
+    """The host records as given (state or ssh/bmc, group, down_method, up_methods, the flags),
+    checked as plan_shift checks them, without reading anything: callers check them before the
+    state file and the S3 records are read. ShiftError naming the host and field."""
+    _check_hosts(dict((name, _with_state(name, h)) for name, h in (hosts or {}).items()), replicas)
+
+
 def _flag(h, key, name):
     """h[key] as a boolean: a real one or Ansible's words ("0", "no" are false), never the
     truthiness of a string; absent or null is false. ShiftError naming the host and field."""
@@ -388,6 +395,7 @@ def plan_from(hosts, replicas, gmin, gear=None, groups_on=None, day=None, state_
     "where every host is now" after a shift (the same decision over the second observation)."""
     now = time.time() if now is None else now
     gear, on, _off = target_groups(replicas, gmin, gear=gear, groups_on=groups_on, day=day)
+    check_host_records(hosts, replicas)     # before the state file and the S3 records are read
     expected = read_expected(state_file)
     records = read_s3_records(resume_dir, list(hosts))
     hosts = dict((n, dict(h, s3=records[n]) if n in records and isinstance(h, dict) else h)

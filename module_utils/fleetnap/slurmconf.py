@@ -118,6 +118,16 @@ def _seconds(value):
     return int(math.ceil(value - 1e-9))
 
 
+def check_gmin(groups, gmin):
+    """The number of gear groups (the highest group in ``groups``, host -> gear group 1..r); a
+    ConfError when gmin keeps every one of them up. Needs nothing from the host: the module calls
+    it before the history is read."""
+    replicas = max(groups.values())
+    if gmin >= replicas:
+        raise ConfError("gmin %d keeps all %d gear groups up: nothing for Slurm to power down" % (gmin, replicas))
+    return replicas
+
+
 def block(groups, gmin, programs_dir, shifts, slurmd_start_s=30.0, margin=1.5,
           resume_timeout_s=600, suspend_timeout_s=300, source="history"):
     """(text, values) of the block for the hosts in ``groups`` (host -> gear group, 1..r). The
@@ -125,9 +135,7 @@ def block(groups, gmin, programs_dir, shifts, slurmd_start_s=30.0, margin=1.5,
     timeouts come from every host, and SuspendExcNodes keeps a count of them up."""
     if not groups:
         raise ConfError("no hosts: the block needs the hosts and their gear groups")
-    replicas = max(groups.values())
-    if gmin >= replicas:
-        raise ConfError("gmin %d keeps all %d gear groups up: nothing for Slurm to power down" % (gmin, replicas))
+    replicas = check_gmin(groups, gmin)
     size = dict((g, sum(1 for v in groups.values() if v == g)) for g in range(1, replicas + 1))
     keep = max(sum(size[g] for g in groups_for_offset(gmin, replicas, offset)[0]) for offset in range(replicas))
     m = measured(shifts, set(groups))

@@ -53,12 +53,16 @@ def parse_queues(specs):
     return out
 
 
-def validate(cfg, tx_queues, device):
-    """Check a desired configuration against the device's TX queue count. Returns it normalised.
+def check_config(cfg):
+    """Check what a desired configuration says on its own, without the device: clock, offload,
+    delta, handle and, with root mqprio, the layout options (num_tc, priority_map and tc_queues all
+    or none, their shapes, no overlapping queues), etf_priority and etf_queues. Returns it
+    normalised; layout options left out stay None (validate() fills in the default layout, which
+    depends on the device's TX queue count). Raises TcError.
 
     ``cfg``: root ('mqprio'|'etf'), handle (int), num_tc, priority_map (16 ints), tc_queues
-    (COUNT@OFFSET), etf_queues (0-based TX queues), clockid, delta_ns, offload, deadline_mode,
-    skip_sock_check.
+    (COUNT@OFFSET), etf_priority, etf_queues (0-based TX queues), clockid, delta_ns, offload,
+    deadline_mode, skip_sock_check.
     """
     out = dict(cfg)
     if cfg["clockid"] not in CLOCKS:
@@ -71,41 +75,59 @@ def validate(cfg, tx_queues, device):
     if not 1 <= cfg["handle"] <= 0xffff:
         raise TcError("handle must be 1..0xffff, got %r" % (cfg["handle"],))
     if cfg["root"] == "etf":
+        out.update(num_tc=None, priority_map=None, tc_queues=None, etf_queues=[0])
+        return out
+    num_tc, prio_map, queues = cfg.get("num_tc"), cfg.get("priority_map"), cfg.get("tc_queues")
+    if not (num_tc or prio_map or queues):
+        etf_priority = cfg.get("etf_priority", 3)
+        if not isinstance(etf_priority, int) or not 0 <= etf_priority <= 15:
+            raise TcError("etf_priority must be a socket priority 0..15, got %r" % (etf_priority,))
+        out.update(num_tc=None, priority_map=None, tc_queues=None)
+    else:
+        if not (num_tc and prio_map and queues):
+            raise TcError("num_tc, priority_map and tc_queues go together: give all three or none")
+        if not 1 <= num_tc <= 16:
+            raise TcError("num_tc must be 1..16, got %r" % num_tc)
+        if len(prio_map) != 16 or any(not isinstance(v, int) or v < 0 or v >= num_tc for v in prio_map):
+            raise TcError("priority_map must list 16 traffic classes (one per socket priority 0-15), each "
+                          "0..num_tc-1 (%d); got %r" % (num_tc - 1, prio_map))
+        parsed = parse_queues(queues)
+        if len(parsed) != num_tc:
+            raise TcError("tc_queues has %d entries, num_tc is %d: one COUNT@OFFSET per traffic class"
+                          % (len(parsed), num_tc))
+        used = set()
+        for count, offset in parsed:
+            span = set(range(offset, offset + count))
+            if used & span:
+                raise TcError("tc_queues %s overlap" % ", ".join(queues))
+            used |= span
+        out.update(num_tc=num_tc, priority_map=list(prio_map), tc_queues=list(queues))
+    if not cfg["etf_queues"]:
+        raise TcError("etf_queues must name at least one TX queue")
+    return out
+
+
+def validate(cfg, tx_queues, device):
+    """Check a desired configuration (check_config) and then against the device's TX queue count.
+    Returns it normalised, with the default mqprio layout filled in."""
+    out = check_config(cfg)
+    if cfg["root"] == "etf":
         if tx_queues != 1:
             raise TcError("root etf times a single-queue device; %s has %d TX queues: use root mqprio and "
                           "choose etf_queues" % (device, tx_queues))
-        out.update(num_tc=None, priority_map=None, tc_queues=None, etf_queues=[0])
         return out
     if tx_queues < 2:
         raise TcError("%s has %d TX queue(s) (/sys/class/net/%s/queues/tx-*): mqprio needs a multi-queue NIC "
                       "with at least 2; use root: etf for a single-queue device"
                       % (device, tx_queues, device))
-    num_tc, prio_map, queues = cfg.get("num_tc"), cfg.get("priority_map"), cfg.get("tc_queues")
-    if not (num_tc or prio_map or queues):
+    num_tc, prio_map, queues = out["num_tc"], out["priority_map"], out["tc_queues"]
+    if num_tc is None:
         num_tc, prio_map, queues = default_layout(tx_queues, cfg.get("etf_priority", 3))
-    elif not (num_tc and prio_map and queues):
-        raise TcError("num_tc, priority_map and tc_queues go together: give all three or none")
-    if not 1 <= num_tc <= 16:
-        raise TcError("num_tc must be 1..16, got %r" % num_tc)
-    if len(prio_map) != 16 or any(not isinstance(v, int) or v < 0 or v >= num_tc for v in prio_map):
-        raise TcError("priority_map must list 16 traffic classes (one per socket priority 0-15), each "
-                      "0..num_tc-1 (%d); got %r" % (num_tc - 1, prio_map))
-    parsed = parse_queues(queues)
-    if len(parsed) != num_tc:
-        raise TcError("tc_queues has %d entries, num_tc is %d: one COUNT@OFFSET per traffic class"
-                      % (len(parsed), num_tc))
-    used = set()
-    for count, offset in parsed:
-        span = set(range(offset, offset + count))
-        if used & span:
-            raise TcError("tc_queues %s overlap" % ", ".join(queues))
-        used |= span
-    if max(used) >= tx_queues:
+    last = max(offset + count - 1 for count, offset in parse_queues(queues))
+    if last >= tx_queues:
         raise TcError("tc_queues %s need %d TX queues; %s has %d (/sys/class/net/%s/queues/tx-*)"
-                      % (" ".join(queues), max(used) + 1, device, tx_queues, device))
+                      % (" ".join(queues), last + 1, device, tx_queues, device))
     etf_queues = cfg["etf_queues"]
-    if not etf_queues:
-        raise TcError("etf_queues must name at least one TX queue")
     bad = [q for q in etf_queues if not isinstance(q, int) or q < 0 or q >= tx_queues]
     if bad:
         raise TcError("etf_queues %s do not exist: %s has TX queues 0-%d" % (bad, device, tx_queues - 1))

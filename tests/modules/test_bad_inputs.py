@@ -86,6 +86,10 @@ BMC_POWER = [
     ("bmc_port 0", dict(BMC, bmc_port=0), "option bmc_port: must be >= 1 and <= 65535"),
     ("bmc_address with a space", dict(BMC, bmc_address="bmc 1"), "option bmc_address: must be a host name or address"),
     ("bmc_user with a newline", dict(BMC, bmc_user="admin\nroot"), "option bmc_user: must be a user name"),
+    # IPMI's limits, refused by the option's check before ipmitool is looked for (ipmi.validate_target's)
+    ("bmc_user of 17 characters", dict(BMC, bmc_user="a" * 17), "option bmc_user: must be a user name of 1-16"),
+    ("bmc_user an option", dict(BMC, bmc_user="-Hevil"), "option bmc_user: must be a user name"),
+    ("bmc_address an option", dict(BMC, bmc_address="-oProxy"), "option bmc_address: must be a host name or address"),
     ("rate_limit_dir relative", dict(BMC, rate_limit_dir="cache/bmc"), "option rate_limit_dir: must be an absolute path"),
     ("state unknown", dict(BMC, state="reboot"), "state"),
 ]

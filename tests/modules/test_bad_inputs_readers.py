@@ -306,6 +306,17 @@ GEAR_PLAN = [
      "option installed_units[0]: '..' is not allowed in a path"),
     ("installed_units a string", dict(GP, unit_prefix="g", installed_units=7), "installed_units"),
     ("cron_command two lines", dict(GP, cron_command="true\nrm -rf /"), "option cron_command: control characters"),
+    # The fleet's numbers and replica_map's need of layout_hosts, refused before the input is read:
+    # the CSV a FIFO, missing, or Prometheus not listening would each be refused with its own message.
+    ("gmin above replicas, load_csv a FIFO", dict(GP, gmin=5),
+     "gmin must be between 1 and replicas (3), got 5"),
+    ("servers below replicas, Prometheus not listening",
+     dict(CAP, servers=2, replicas=3, prometheus_url="http://127.0.0.1:9",
+          promql={"read_iops": "a", "write_iops": "b", "read_mbps": "c", "write_mbps": "d"}),
+     "servers (N=2) must be at least replicas (r=3)"),
+    ("replica_map without layout_hosts, load_csv missing",
+     dict(GP, load_csv="{in}/nope.csv", replica_map={"item": ["h1"]}),
+     "replica_map needs layout_hosts (host -> gear_group) to be checked"),
 ]
 
 # --- gear_shift_plan: pure planning, the state file prepared per case -----------------------------
@@ -362,6 +373,27 @@ GEAR_SHIFT_PLAN = [
     ("wake_undrain a list", dict(GS, wake_undrain=["hook.yml"]), "wake_undrain"),
     ("parked since not a time", dict(GS, park_off_after_h=12, state_file="{in}/state.json"),
      "hosts.lab1.since 'last night' is not YYYY-MM-DDTHH:MM:SSZ"),
+    # the host records and batch sizes are checked before the state file and the S3 records are
+    # read: each case's first read would fail otherwise (a directory, a FIFO, a torn record)
+    ("host state bogus, the state file a directory",
+     dict(GS, state_file="{tmp}", hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], state="bogus"))),
+     "host lab1: observed state 'bogus' is not one of"),
+    ("host group 1.5, the state file a FIFO",
+     dict(GS, state_file="{in}/fifo", hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], group=1.5))),
+     "host lab1: gear group 1.5 is not"),
+    ("host ssh a word, the state file not JSON",
+     dict(GS, state_file="{in}/state.json", hosts=dict(HOSTS, lab1={"group": 1, "ssh": "maybe",
+                                                                    "up_methods": ["wol"]})), "host lab1: ssh"),
+    ("down_method nap, the s3 record not JSON",
+     dict(GS, resume_dir="{in}", hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], down_method="nap"))),
+     "host lab1: down method 'nap' is not one of"),
+    ("up_methods a string, the state file a directory",
+     dict(GS, state_file="{tmp}", hosts=dict(HOSTS, lab1=dict(HOSTS["lab1"], up_methods="wol"))),
+     "host lab1: wake methods 'wol' must be a non-empty list"),
+    ("batch_size lots, the state file a directory", dict(GS, state_file="{tmp}", batch_size="lots"),
+     "option batch_size: must be a number of hosts or a percentage"),
+    ("wake_batch_size half, the state file a FIFO", dict(GS, state_file="{in}/fifo", wake_batch_size="half"),
+     "option wake_batch_size: must be a number of hosts or a percentage"),
 ]
 
 # --- shift_lock: path and owner checks, and faults of the lock file -------------------------------
@@ -513,6 +545,13 @@ GEAR_OBSERVE = [
      "option hosts[0].record.fleetnap_gear_group: must be"),
     ("record beside bmc options", dict(GO, hosts=[dict(OB, record={"fleetnap_bmc_address": "127.0.0.1"})]),
      "option hosts[0]: bmc_address, bmc_port, bmc_user, bmc_password given beside record"),
+    # the inventory's keys are checked before the state file is read (and /proc, ipmitool)
+    ("inventory names an observation, the state file not JSON",
+     dict(GO, state_file="{in}/state.json", hosts=[dict(OH, inventory={"ssh": 1})]),
+     "option hosts[0].inventory: ssh name(s) what is observed"),
+    ("inventory names an observation, the state file a directory",
+     dict(GO, state_file="{tmp}", hosts=[dict(OH, inventory={"bmc": "on", "group": 1})]),
+     "option hosts[0].inventory: bmc name(s) what is observed"),
 ]
 
 
@@ -711,6 +750,34 @@ GEAR_RECORD = [
     ("first_observed not a dict", dict({k: v for k, v in GR.items() if k != "after"},
                                        observed={"lab1": {"group": 1, "ssh": True}}, first_observed="lab1"),
      "first_observed"),
+    # what was given is checked before the lock file and the state file are read: each case's
+    # first read would fail otherwise (the lock a directory or a FIFO, the state file a directory)
+    ("plan without rows, the lock a directory",
+     dict(GR, lock_file="{tmp}", plan={k: v for k, v in _PLAN.items() if k != "rows"}),
+     "option plan: needs gear_shift_plan's"),
+    ("plan result unknown, the state file a directory",
+     dict({k: v for k, v in GR.items() if k != "actions"}, lock_file="{in}/shift.lock", state_file="{in}/statedir",
+          plan=dict(_PLAN, result="great")), "option plan.result: 'great' is not one of"),
+    ("after down_hosts numbers, the lock a FIFO",
+     dict(GR, lock_file="{in}/fifo", after=dict(_PLAN, down_hosts=[1])),
+     "option after.down_hosts: must be a list of host names"),
+    ("action without ok, the lock a directory", dict(GR, lock_file="{tmp}", actions=[{"host": "lab1"}]),
+     "option actions[0]: needs a host name (host) and ok"),
+    ("observed_before without observed, the lock a directory",
+     dict(GR, lock_file="{tmp}", observed_before=True), "option observed_before: only with observed"),
+    ("gmin above replicas, the lock a FIFO",
+     dict({k: v for k, v in GR.items() if k != "after"}, lock_file="{in}/fifo", gmin=5,
+          observed={"lab1": {"group": 1, "ssh": True}}), "gmin must be between 1 and replicas"),
+    ("observed host state bogus, the lock a directory",
+     dict({k: v for k, v in GR.items() if k != "after"}, lock_file="{tmp}",
+          observed=dict(_OBS, lab1=dict(_OBS["lab1"], state="bogus"))), "host lab1: observed state 'bogus'"),
+    ("observed reading not watts, the lock a directory",
+     dict({k: v for k, v in GR.items() if k != "after"}, lock_file="{tmp}", measured_file="{tmp}/m.json",
+          observed=dict(_OBS, lab1=dict(_OBS["lab1"], power_watts="lots", power_source="dcmi"))),
+     "lab1: a reading of 'lots' W (on) from 'dcmi' cannot be kept"),
+    ("power figures negative, the lock a directory",
+     dict(GR, lock_file="{tmp}", after=dict(_PLAN, power_w={"lab1": {"on": -1, "asleep": 5, "off": 3}})),
+     "option after.power_w: lab1.on: must be watts"),
 ]
 PREPARE_GR = {
     "metrics_dir a file": lambda d: _write(d / "plain", "x"),
@@ -718,6 +785,8 @@ PREPARE_GR = {
     "power file not JSON": lambda d: _write(d / "power_w.json", "{lab1"),
     "state file a directory": lambda d: (d / "statedir").mkdir(),
     "measured file not JSON": lambda d: _write(d / "m.json", "{lab1"),
+    "after down_hosts numbers, the lock a FIFO": lambda d: os.mkfifo(str(d / "fifo")),
+    "gmin above replicas, the lock a FIFO": lambda d: os.mkfifo(str(d / "fifo")),
 }
 
 # --- gear_journal: the workflow's artifacts, every one an extra variable that may hold anything ----
@@ -773,6 +842,32 @@ GEAR_JOURNAL = [
     ("record lease of another shift", dict(_J_REC, lock_file="{in}/other.lock"),
      "held by the lease wf-2, not this shift's wf-1"),
     ("record without the plan's journal", _J_REC, "holds no plan of the shift lease/wf-1"),
+    # the artifacts and options given are checked before the lock file (and state file) are read:
+    # each case's lock is missing, a directory or a FIFO
+    ("publish_plan plan without rows, no lock",
+     {"action": "publish_plan", "lock_file": "{tmp}/shift.lock", "started": "x", "started_epoch": 1.0,
+      "plan": {k: v for k, v in _J_PLAN.items() if k != "rows"}, "observation": _J_ART["observation"]},
+     "not a plan gear_shift_plan returned (missing: rows)"),
+    ("publish_plan started_epoch negative, the lock a directory",
+     {"action": "publish_plan", "lock_file": "{tmp}", "started": "x", "started_epoch": -1.0, "plan": _J_PLAN,
+      "observation": _J_ART["observation"]}, "started_epoch: must be seconds since the epoch"),
+    ("publish_plan observation of an unknown host, the lock a FIFO",
+     {"action": "publish_plan", "lock_file": "{in}/fifo", "started": "x", "started_epoch": 1.0, "plan": _J_PLAN,
+      "observation": dict(_J_ART["observation"], lab9={"ssh": True})}, "lab9"),
+    ("publish_slice lease_id not a token, the lock a directory",
+     {"action": "publish_slice", "state_file": "{tmp}/state.json", "hosts": ["lab2"], "lease_id": "bad token!",
+      "slice": "s1", "lock_file": "{tmp}"}, "option lease_id: must be the plan job's lease token"),
+    ("publish_slice lease_id not a token, the state file a FIFO",
+     {"action": "publish_slice", "state_file": "{in}/fifo", "hosts": ["lab2"], "lease_id": "wf-1\n",
+      "slice": "s1", "lock_file": "{tmp}/shift.lock"}, "option lease_id: must be the plan job's lease token"),
+    ("take_slices overlap, the lock a directory",
+     dict(_J_REC, lock_file="{tmp}", slices={"a": _J_SLICE, "b": dict(_J_SLICE, slice="s2")}),
+     "lab2 is also a host of slice s1"),
+    ("take_slices slice of another shift, no lock",
+     dict(_J_REC, lock_file="{tmp}/shift.lock", slices={"k": dict(_J_SLICE, token="wf-0")}),
+     "belongs to another shift (lease wf-0"),
+    ("take_slices slices a list of lists, the lock a FIFO",
+     dict(_J_REC, lock_file="{in}/fifo", slices={"k": [_J_SLICE]}), "option slices.k"),
 ]
 
 
@@ -893,6 +988,7 @@ _BAD_CSV = {
 }
 for _case, _text in _BAD_CSV.items():
     PREPARE[("gear_plan", _case)] = (lambda t: lambda d: _write(d / "load.csv", t))(_text)
+PREPARE[("gear_plan", "gmin above replicas, load_csv a FIFO")] = lambda d: os.mkfifo(str(d / "load.csv"))
 for _case in ("layout host a string", "layout gear_group inf", "replica_map holders a number",
               "servers 0", "servers a billion", "replicas a million", "gmin 0", "capacity nan", "capacity inf",
               "capacity 0", "train_days a million", "min_copies a million", "at nan", "at 1e300",
@@ -946,6 +1042,18 @@ PREPARE[("gear_energy", "measured file reading from a guess")] = lambda d: (
 PREPARE[("gear_shift_plan", "s3 record not JSON")] = lambda d: _write(d / "lab1" / "s3.json", "{ok")
 PREPARE[("gear_shift_plan", "s3 record without ok")] = lambda d: _write(d / "lab1" / "s3.json", '{"cycles": 3}')
 PREPARE[("gear_observe", "state file not JSON")] = lambda d: _write(d / "state.json", "{hosts")
+PREPARE[("gear_observe", "inventory names an observation, the state file not JSON")] = \
+    lambda d: _write(d / "state.json", "{hosts")
+PREPARE[("gear_shift_plan", "host group 1.5, the state file a FIFO")] = lambda d: os.mkfifo(str(d / "fifo"))
+PREPARE[("gear_shift_plan", "wake_batch_size half, the state file a FIFO")] = lambda d: os.mkfifo(str(d / "fifo"))
+PREPARE[("gear_shift_plan", "host ssh a word, the state file not JSON")] = state_file("{hosts")
+PREPARE[("gear_shift_plan", "down_method nap, the s3 record not JSON")] = lambda d: _write(d / "lab1" / "s3.json", "{ok")
+PREPARE[("gear_record", "plan result unknown, the state file a directory")] = \
+    lambda d: (_lease("shift.lock", "wf-1")(d), (d / "statedir").mkdir())
+for _case in ("publish_plan observation of an unknown host, the lock a FIFO",
+              "publish_slice lease_id not a token, the state file a FIFO",
+              "take_slices slices a list of lists, the lock a FIFO"):
+    PREPARE[("gear_journal", _case)] = lambda d: os.mkfifo(str(d / "fifo"))
 PREPARE[("gear_wave", "journal state file not JSON")] = lambda d: _write(d / "state.json", "{hosts")
 for _case, _f in PREPARE_GR.items():
     PREPARE[("gear_record", _case)] = _f

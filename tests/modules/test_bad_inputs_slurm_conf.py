@@ -37,6 +37,7 @@ def _link_out(name):
 
 PREPARE = {
     "history a FIFO": _fifo("history.jsonl"),
+    "gmin as many as the groups, history a FIFO": _fifo("history.jsonl"),
     "history a link out of its directory": _link_out("history.jsonl"),
     "history not JSON": _file("history.jsonl", b"{finished\n"),
     "history not UTF-8": _file("history.jsonl", b'{"finished": "\xff"}\n'),
@@ -60,6 +61,9 @@ TABLE = [
     ("gear group NaN", dict(OK, gear_groups={"lab1": NAN}), "option gear_groups.lab1: must be a finite number"),
     ("gmin keeps every group up", dict(OK, gear_groups={"lab1": 1}), "nothing for Slurm to power down"),
     ("gmin as many as the groups", dict(OK, gear_groups={"lab1": 1, "lab2": 2}, gmin=2),
+     "gmin 2 keeps all 2 gear groups up: nothing for Slurm to power down"),
+    # Refused before the history is read: a FIFO there would be refused naming the file instead.
+    ("gmin as many as the groups, history a FIFO", dict(OK, gmin=2),
      "gmin 2 keeps all 2 gear groups up: nothing for Slurm to power down"),
     ("gmin negative", dict(OK, gmin=-1), "option gmin: must be >= 0"),
     ("gmin huge", dict(OK, gmin=100000), "option gmin: must be >= 0 and <= 1000"),

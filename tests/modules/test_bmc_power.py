@@ -322,7 +322,7 @@ def test_unreachable_bmc_fails_within_the_bound(run, sim):
 
 @pytest.mark.parametrize("args,match", [
     ({"bmc_port": 0}, "option bmc_port: must be >= 1 and <= 65535, got 0"),
-    ({"bmc_address": "-x"}, "bmc_address '-x'"),
+    ({"bmc_address": "-x"}, "option bmc_address: must be a host name or address, got '-x'"),
     ({"timeout": 0}, "option timeout: must be > 0 and <= 3600, got 0"),
     ({"timeout": "nan"}, "option timeout: must be a finite number, got nan"),
     ({"timeout": "inf"}, "option timeout: must be a finite number, got inf"),
