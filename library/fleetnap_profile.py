@@ -705,7 +705,10 @@ def main():
     advice, svg = ({}, None)
     if advice_p is not None:
         advice, svg = powernap_advice(module, advice_p, resume_f)
-    offer = read_sleep(fs)
+    try:
+        offer = read_sleep(fs)
+    except (HostFsError, ValueError) as exc:
+        module.fail_json(msg="%s; nothing was changed" % (exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
     if advice_p is not None:
         decided, reason = decide_advised(offer, resume, advice, sp["fallback"])
     else:

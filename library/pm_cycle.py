@@ -498,7 +498,11 @@ def main():
     # cycles >= 1, rtc_wake_s and start_delay_s are CHECKS; this combination is refused before /sys/power is read.
     if p["wake"] == "external" and p["cycles"] != 1:
         module.fail_json(msg="cycles must be >= 1, and 1 with wake=external (got %d)" % p["cycles"])
-    offered = read_sleep(fs)
+    try:
+        offered = read_sleep(fs)
+    except (HostFsError, ValueError) as exc:
+        module.fail_json(msg="%s: %s; nothing was changed"
+                             % (host, exc.reason if isinstance(exc, UnicodeDecodeError) else exc))
     if p["mode"] not in offered["states"]:
         module.fail_json(msg="%s will not suspend: %s offers %s, not %r; nothing was changed"
                          % (host, POWER_DIR + "/state",

@@ -1,4 +1,5 @@
-"""pm_cycle refuses what its options alone make wrong before it reads /sys/power.
+"""pm_cycle refuses what its options alone make wrong before it reads /sys/power, and a
+/sys/power it cannot use by name.
 
 The table runs through tests/badinput.py (one forked server for the table, each case forked as
 AnsiballZ runs a module) in a mount namespace of its own whose /sys/power is a tmpfs holding FIFOs
@@ -27,6 +28,9 @@ TABLE = [
      "cycles must be >= 1, and 1 with wake=external (got 100)"),
     ("wake external, cycles 3, mem_sleep s2idle", {"wake": "external", "cycles": 3, "mem_sleep": "s2idle"},
      "cycles must be >= 1, and 1 with wake=external (got 3)"),
+    # right options: /sys/power is read, and its FIFO refused by name (it used to end in a traceback)
+    ("options right, /sys/power/state a FIFO", {"wake": "external"},
+     "/sys/power/state is a FIFO, not a regular file: fleetnap does not open it"),
 ]
 CASES = case_params({"pm_cycle": TABLE})
 

@@ -288,6 +288,8 @@ FLEETNAP_PROFILE = [
     ("measurements resume a list", FP, "'resume' must be an object"),
     ("measured resume NaN in the file", FP, "fleetnap.fact holds NaN, which is not a JSON number"),
     ("measured resume a word", FP, "resume.end_to_end_ms must be a number of milliseconds"),
+    ("sleep states a FIFO", FP, "sys/power/state is a FIFO, not a regular file: fleetnap does not open it"),
+    ("mem_sleep not UTF-8", FP, "sys/power/mem_sleep is not UTF-8 text"),
     ("cstates max nan", dict(FP, cstates={"max_latency_us": NAN}), "max_latency_us must be a finite number >= 0"),
     ("cstates max negative", dict(FP, cstates={"max_latency_us": -1}), "max_latency_us must be >= 0 microseconds"),
     ("cstates unknown key", dict(FP, cstates={"max_latency": 50}), "Unsupported parameters"),
@@ -344,6 +346,9 @@ def facts(text):
 
 FLEETNAP_PROFILE_PREP = {c: machine for c, _a, _w in FLEETNAP_PROFILE}
 FLEETNAP_PROFILE_PREP.update({
+    "sleep states a FIFO": lambda d: (machine(d), (d / "root/sys/power/state").unlink(),
+                                      os.mkfifo(d / "root/sys/power/state")),
+    "mem_sleep not UTF-8": bad_bytes("sys/power/mem_sleep", b"s2idle [de\xffep]\n"),
     "measurements not UTF-8": facts(b'{"a": "\xff"}'),
     "measurements not JSON": facts("{"),
     "measurements a list": facts("[]"),
