@@ -1,5 +1,5 @@
 """One lock for the kernel running the tests: every stage of make test that runs at the same time
-shares it. The live_kernel tests of test-unit change its cpuidle settings (and put them back); the
+shares it. The live_kernel tests (test-live, part of test-unit) change its cpuidle settings (and put them back); the
 simulator's tests check that nothing of theirs ever changes them. A live_kernel test holds the lock
 while it runs (tests/conftest.py), a check of the real settings around its own writes holds it too."""
 
