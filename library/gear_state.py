@@ -129,12 +129,14 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, journal
+from ansible.module_utils.fleetnap.gearshift import DOWN_METHODS
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, path
 
 HOST_NAME = journal.HOST_NAME
 CHECKS = {"path": path(), "lock_file": path()}
 MAX_HOSTS = journal.MAX_HOSTS
 STATES = ("on", "asleep", "off", "unknown")
+ROW_ACTIONS = ("none", "up", "down")
 
 
 def _check_lists(p):
@@ -148,6 +150,14 @@ def _check_lists(p):
         for i, item in enumerate(p[opt]):
             if not isinstance(item.get("host"), str):
                 raise ParamError("option %s[%d]: needs a host name (host), got %r" % (opt, i, item.get("host")))
+    for i, row in enumerate(p["rows"]):
+        # a plan's row: its action, and a down row's method (an unknown one would be taken as off)
+        if row.get("action") not in ROW_ACTIONS:
+            raise ParamError("option rows[%d].action: must be one of %s (gear_shift_plan's rows), got %r"
+                             % (i, ", ".join(ROW_ACTIONS), row.get("action")))
+        if row["action"] == "down" and row.get("method") is not None and row["method"] not in DOWN_METHODS:
+            raise ParamError("option rows[%d].method: a down row's method must be one of %s, got %r"
+                             % (i, ", ".join(DOWN_METHODS), row["method"]))
     if p["event"] == "before_down" and not p["rows"] and p["hosts"]:
         raise ParamError("option rows: event before_down needs the plan's rows")
 
