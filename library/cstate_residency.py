@@ -78,7 +78,7 @@ advice:
 import os
 
 from ansible.module_utils.fleetnap.cpuidle import CpuidleError, read_cpu_dma_latency, read_model
-from ansible.module_utils.fleetnap.prom import render
+from ansible.module_utils.fleetnap.prom import MetricError, render
 from ansible.module_utils.fleetnap.residency import miss_advice, residency_metrics
 from ansible.module_utils.fleetnap.sysfs import HostFS, HostFsError, write_file_atomic
 from ansible.module_utils.fleetnap.validate import ansible_module, check_params, directory
@@ -109,6 +109,11 @@ def main():
         advice = miss_advice(model, global_us)
     except (CpuidleError, HostFsError) as exc:
         module.fail_json(msg=str(exc))
+    except MetricError as exc:
+        # two idle states of one CPU with one name (some boards' ACPI tables do that) are two
+        # samples with the same labels: said, not a traceback
+        module.fail_json(msg="the residency metrics cannot be written: %s (the idle states' names under %s: "
+                             "two states of one CPU share that name)" % (exc, fs.path("/sys/devices/system/cpu")))
     except UnicodeDecodeError as exc:
         module.fail_json(msg="a file under sysfs_root %s is not UTF-8 text (%s): is sysfs_root a sysfs "
                              "tree?" % (fs.root, exc))

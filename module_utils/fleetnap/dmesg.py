@@ -117,13 +117,16 @@ class ParseError(ValueError):
 # ---------------------------------------------------------------------------------------
 # Regular expressions (compiled once)
 # ---------------------------------------------------------------------------------------
-_TS = re.compile(r"\[\s*(\d+\.\d+)\]\s?(.*)")
+# Every number a pattern takes is bounded as the kernel prints it (a timestamp's seconds and
+# fraction, a pid, a return code, usecs, a CPU): a longer run of digits is no kernel line (and
+# int() refuses more than 4300 digits, float() turns 400 into infinity).
+_TS = re.compile(r"\[\s*(\d{1,12}\.\d{1,9})\]\s?(.*)")
 # device names may contain spaces ("Fixed MDIO bus.0")
-_OLD_CALL = re.compile(r"calling  (.+?)\+ @ (\d+)(?:, parent: (.+))?$")
-_OLD_RET = re.compile(r"call (.+?)\+ returned (-?\d+) after (\d+) usecs")
+_OLD_CALL = re.compile(r"calling  (.+?)\+ @ (\d{1,10})(?:, parent: (.+))?$")
+_OLD_RET = re.compile(r"call (.+?)\+ returned (-?\d{1,10}) after (\d{1,20}) usecs")
 # callbacks in modules carry the module name: "acpi_button_suspend+0x0/0x20 [button]"
-_NEW_CALL = re.compile(r"(.+?): PM: calling (\S+(?: \[\S+\])?) @ (\d+)(?:, parent: (.+))?$")
-_NEW_RET = re.compile(r"(.+?): PM: (\S+(?: \[\S+\])?) returned (-?\d+) after (\d+) usecs")
+_NEW_CALL = re.compile(r"(.+?): PM: calling (\S+(?: \[\S+\])?) @ (\d{1,10})(?:, parent: (.+))?$")
+_NEW_RET = re.compile(r"(.+?): PM: (\S+(?: \[\S+\])?) returned (-?\d{1,10}) after (\d{1,20}) usecs")
 _HINT = re.compile(r"([A-Za-z][\w.-]*) ([\w:.+-]*[\w.+-])[: ]")
 
 _START = re.compile(r"PM: (?:Syncing filesystems|suspend entry(?: \((\w+)\))?)")
@@ -162,8 +165,8 @@ _MARKER_WORDS = ("PM:", "ACPI", "Suspend", "suspend", "Timekeeping")
 
 _CPU_OFF_START = re.compile(r"Disabling non-boot CPUs")
 _CPU_ON_START = re.compile(r"Enabling non-boot CPUs")
-_CPU_OFF = re.compile(r"smpboot: CPU (\d+) is now offline")
-_CPU_ON = re.compile(r"CPU(\d+) is up")
+_CPU_OFF = re.compile(r"smpboot: CPU (\d{1,5}) is now offline")
+_CPU_ON = re.compile(r"CPU(\d{1,5}) is up")
 
 _RESUME_CB = re.compile(r"resume|thaw|restore")
 
@@ -341,8 +344,8 @@ def kmsg_to_lines(records):
         if not sep:
             continue
         fields = head.split(",")
-        if len(fields) < 3 or not fields[2].isdigit():
-            continue
+        if len(fields) < 3 or not fields[2].isdigit() or not fields[2].isascii() or len(fields[2]) > 20:
+            continue    # a u64 of microseconds: 20 ASCII digits at most
         usec = int(fields[2])
         # one read() is one record: its text up to the first newline, then the record's dictionary
         # (" SUBSYSTEM=pci", " DEVICE=+pci:...", one per line), which dmesg does not print

@@ -56,7 +56,23 @@ def read(real):
         if not isinstance(entry, dict):
             raise ParamError("state file %s: hosts.%s is not an object (got %s): fix or remove the file"
                              % (real, h, type(entry).__name__))
+    _check_journal(doc, real)
     return doc
+
+
+def _check_journal(doc, real):
+    """The journal's actions (``in_progress`` and what it resumed): an action names its host and its
+    action as text, the keys a failure is merged by (failure_wins); ParamError naming the file."""
+    progress = doc.get("in_progress")
+    if not isinstance(progress, dict):
+        return
+    resumed = progress.get("resumed") if isinstance(progress.get("resumed"), dict) else {}
+    for where, value in (("in_progress", progress), ("in_progress.resumed", resumed)):
+        for key in ("actions", "failed"):
+            for i, entry in enumerate(_actions(value.get(key))):
+                if entry.get("action") is not None and not isinstance(entry["action"], str):
+                    raise ParamError("state file %s: %s.%s[%d].action is %s, not text: fix or remove the file"
+                                     % (real, where, key, i, type(entry["action"]).__name__))
 
 
 def _read_whole(real, directory, attempts=5):

@@ -5,18 +5,36 @@
 
 from __future__ import annotations
 
+import re
+
+from ansible.module_utils.fleetnap.fileio import UnsafeFileError
+
 POWER_DIR = "/sys/power"
+# The kernel's names of sleep states (freeze mem disk standby; s2idle shallow deep), each once.
+_WORD = re.compile(r"^[a-z0-9_]{1,32}$")
+
+
+def _words(fs, name, chosen=False):
+    """The words of /sys/power/NAME, each a state's name and each once (with ``chosen``: at most one
+    in brackets, the kernel's choice); UnsafeFileError naming the file otherwise."""
+    path = POWER_DIR + "/" + name
+    words, choice = [], None
+    for word in (fs.read(path) or "").split():
+        bare = word[1:-1] if chosen and word.startswith("[") and word.endswith("]") else word
+        if not _WORD.match(bare) or bare in words or (bare != word and choice is not None):
+            raise UnsafeFileError("%s holds %r, not the kernel's list of sleep states (each a name, once%s): "
+                                  "is sysfs_root a sysfs tree?"
+                                  % (fs.path(path), word[:40], ", one in brackets" if chosen else ""))
+        if bare != word:
+            choice = bare
+        words.append(bare)
+    return words, choice
 
 
 def read_sleep(fs):
     """Offered sleep states, the mem_sleep choice, and the PM debug switches."""
-    states = (fs.read(POWER_DIR + "/state") or "").split()
-    mem_sleep_options, mem_sleep = [], None
-    for word in (fs.read(POWER_DIR + "/mem_sleep") or "").split():
-        if word.startswith("[") and word.endswith("]"):
-            word = word[1:-1]
-            mem_sleep = word
-        mem_sleep_options.append(word)
+    states, _none = _words(fs, "state")
+    mem_sleep_options, mem_sleep = _words(fs, "mem_sleep", chosen=True)
     if mem_sleep is None and len(mem_sleep_options) == 1:
         # A prepared tree after a write holds just the word written; the kernel always marks
         # its choice with brackets.

@@ -16,6 +16,10 @@ FILES = {
     "state file not UTF-8": b'{"hosts": {"n2": {"state": "\xff\xfe"}}}',
     "state file not JSON": b"{hosts: n2",
     "state file a JSON list": b'[{"hosts": {}}]',
+    "state file action a list": b'{"hosts": {}, "in_progress": {"shift": "lease/abc", '
+                                b'"actions": [{"host": "n2", "action": ["up"], "ok": false}]}}',
+    "state file resumed action an object": b'{"hosts": {}, "in_progress": {"shift": "x", "resumed": '
+                                           b'{"actions": [{"host": "n2", "action": {"up": 1}}]}}}',
     "state file hosts a list": b'{"hosts": ["n2"]}',
     "state file empty": b"",
     "state file NaN": b'{"hosts": {"n2": {"state": "on", "wait_s": NaN}}}',
@@ -69,7 +73,11 @@ def _table(base):
         ("state file empty", "is not a JSON object with a 'hosts' object"),
         ("state file NaN", "holds NaN, which is not a JSON number"),
         ("state file host entry a list", "hosts.n2 is not an object"),
-    ]]
+        # a failure is merged by host and action: an action that is not text was a TypeError
+        ("state file action a list", "in_progress.actions[0].action is list, not text"),
+        ("state file resumed action an object", "in_progress.resumed.actions[0].action is dict, not text"),
+    ]] + [("query, the state file's action a list", {"path": sf("state file action a list"), "event": "query",
+                                                      "hosts": []}, "in_progress.actions[0].action is list, not text")]
 
 
 @pytest.fixture(scope="module")

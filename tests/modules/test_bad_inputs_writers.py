@@ -111,6 +111,12 @@ SLEEP_POLICY = [
     ("metrics_dir a file", dict(SP, metrics_dir="{in}/root/proc/cmdline"), "exists and is not a directory"),
     ("mem_sleep not UTF-8", SP, "sys/power/mem_sleep is not UTF-8 text"),
     ("state file not UTF-8", SP, "sys/power/state is not UTF-8 text"),
+    # the kernel names each state once, one of mem_sleep's in brackets (a repeat was a traceback in
+    # the metrics: two samples with the same labels)
+    ("mem_sleep a word twice", dict(SP, metrics_dir="{in}/metrics"),
+     "sys/power/mem_sleep holds 's2idle', not the kernel's list of sleep states"),
+    ("mem_sleep two choices", SP, "sys/power/mem_sleep holds '[deep]', not the kernel's list of sleep states"),
+    ("state a long word", SP, "sys/power/state holds 'xxxxxxxxxx"),
     ("deep without S3", dict(SP, allow="deep"), "allow=deep: this host does not offer S3"),
     ("deep with garbage mem_sleep", dict(SP, allow="deep"), "allow=deep: this host does not offer S3"),
     ("mask_targets not a bool", dict(SP, mask_targets="perhaps"), "mask_targets"),
@@ -124,6 +130,9 @@ SLEEP_POLICY = [
 ]
 SLEEP_POLICY_PREP = {c: machine for c, _a, _w in SLEEP_POLICY}
 SLEEP_POLICY_PREP.update({
+    "mem_sleep a word twice": bad_bytes("sys/power/mem_sleep", b"s2idle s2idle [deep]\n"),
+    "mem_sleep two choices": bad_bytes("sys/power/mem_sleep", b"[s2idle] [deep]\n"),
+    "state a long word": bad_bytes("sys/power/state", b"freeze mem " + b"x" * 2000 + b"\n"),
     "record a list": record("sleep_policy", "[1]"),
     "record not JSON": record("sleep_policy", "{"),
     "record mem_sleep a word": record("sleep_policy", '{"mem_sleep": "off", "masked_targets": []}'),
@@ -289,6 +298,8 @@ FLEETNAP_PROFILE = [
     ("measured resume NaN in the file", FP, "fleetnap.fact holds NaN, which is not a JSON number"),
     ("measured resume a word", FP, "resume.end_to_end_ms must be a number of milliseconds"),
     ("sleep states a FIFO", FP, "sys/power/state is a FIFO, not a regular file: fleetnap does not open it"),
+    ("mem_sleep a word twice", dict(FP, metrics_dir="{in}/metrics"),
+     "sys/power/mem_sleep holds 's2idle', not the kernel's list of sleep states"),
     ("mem_sleep not UTF-8", FP, "sys/power/mem_sleep is not UTF-8 text"),
     ("cstates max nan", dict(FP, cstates={"max_latency_us": NAN}), "max_latency_us must be a finite number >= 0"),
     ("cstates max negative", dict(FP, cstates={"max_latency_us": -1}), "max_latency_us must be >= 0 microseconds"),
@@ -349,6 +360,7 @@ FLEETNAP_PROFILE_PREP.update({
     "sleep states a FIFO": lambda d: (machine(d), (d / "root/sys/power/state").unlink(),
                                       os.mkfifo(d / "root/sys/power/state")),
     "mem_sleep not UTF-8": bad_bytes("sys/power/mem_sleep", b"s2idle [de\xffep]\n"),
+    "mem_sleep a word twice": bad_bytes("sys/power/mem_sleep", b"s2idle s2idle [deep]\n"),
     "measurements not UTF-8": facts(b'{"a": "\xff"}'),
     "measurements not JSON": facts("{"),
     "measurements a list": facts("[]"),

@@ -480,3 +480,36 @@ def test_kmsg_escapes_are_shown_as_dmesg_shows_them():
     assert lines == ["[    0.250154] rcu: \tRCU restricting CPUs",
                      "[    0.250155] path C:\\boot caf\u00e9 \ufffd",
                      "[    0.250156] plain"]
+
+
+BIG = "9" * 5000     # int() refuses more than 4300 digits; float() turns 400 of them into infinity
+
+
+@pytest.mark.parametrize("log,pattern,what", [
+    (QEMU, r"(PM: calling led_suspend\+0x0/0x40 @ )1(, parent: input0)", "a pid"),
+    (QEMU, r"(PM: led_suspend\+0x0/0x40 returned )0( after 33 usecs)", "a return code"),
+    (QEMU, r"(led_suspend\+0x0/0x40 returned 0 after )33( usecs)", "usecs"),
+    (MEM, r"(calling  7-0061\+ @ )4122(, parent: i2c-7)", "an old-format pid"),
+    (MEM, r"(call 7-0061\+ returned 0 after )1( usecs)", "old-format usecs"),
+    (MEM, r"(smpboot: CPU )\d+( is now offline)", "a CPU"),
+    (MEM, r"(\[ *)550\.850408(\])", "a timestamp"),
+])
+def test_a_number_no_kernel_prints_makes_no_line_and_no_traceback(log, pattern, what):
+    """A line whose number has thousands of digits is no kernel line: it is passed over as any
+    other line that is not one (the result is the log's with an empty line in its place), never a
+    ValueError or an infinite time."""
+    lines = log.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if re.search(pattern, line))
+    bad = list(lines)
+    bad[at] = re.sub(pattern, lambda m: m.group(1) + BIG + m.group(2), lines[at], count=1)
+    assert bad[at] != lines[at], what
+    without = lines[:at] + [""] + lines[at + 1:]
+    got, want = parse(bad), parse(without)
+    assert [c.to_dict() if hasattr(c, "to_dict") else repr(c) for c in got] == \
+        [c.to_dict() if hasattr(c, "to_dict") else repr(c) for c in want]
+
+
+def test_a_kmsg_record_with_a_time_no_kernel_keeps_is_passed_over():
+    """/dev/kmsg's microseconds are a u64: a record with more digits is not turned into a line."""
+    assert dmesg.kmsg_to_lines(["6,1,%s,-;PM: suspend entry (deep)" % BIG, "6,2,1500000,-;PM: x"]) == \
+        ["[    1.500000] PM: x"]
