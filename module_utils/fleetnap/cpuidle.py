@@ -59,6 +59,8 @@ def _parsed(fs, path, text, default=None, hi=COUNTER_MAX):
 
 
 COUNTER_FILES = ("default_status", "usage", "time", "above", "below")
+# A state's name is a char[CPUIDLE_NAME_LEN] (16) in the kernel, its terminating NUL included.
+NAME_MAX = 15
 
 
 def _state_fields(fs, sdir, counters, index, declared=None):
@@ -70,6 +72,9 @@ def _state_fields(fs, sdir, counters, index, declared=None):
     path = sdir + "/%s"
     texts = fs.read_many(sdir, ("name", "latency", "disable") + (COUNTER_FILES if counters else ()))
     name = texts["name"] if texts["name"] is not None else ""
+    if len(name) > NAME_MAX:
+        raise CpuidleError("%s holds a name of %d characters: the kernel's are at most %d (CPUIDLE_NAME_LEN); "
+                           "is sysfs_root a sysfs tree?" % (fs.path(path % "name"), len(name), NAME_MAX))
     known = None if declared is None else declared.get((index, name))
     if known is None:
         more = fs.read_many(sdir, ("desc", "residency"))

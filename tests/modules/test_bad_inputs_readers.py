@@ -133,6 +133,8 @@ CSTATE_RESIDENCY = [
     ("usage not UTF-8", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "is not UTF-8 text"),
     ("desc not UTF-8", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "is not UTF-8 text"),
     # some boards' ACPI tables name two states alike: two samples with the same labels (was a traceback)
+    ("state name of 2000 characters", {"directory": "{tmp}", "sysfs_root": "{in}/root"},
+     "cpu0/cpuidle/state1/name holds a name of 2000 characters: the kernel's are at most 15"),
     ("two states of a CPU one name", {"directory": "{tmp}", "sysfs_root": "{in}/root"},
      "two samples with the same labels {cpu=\"0\",state=\"C1_ACPI\"}"),
     ("unknown option", {"directory": "{tmp}", "sysfs_root": "{in}/root", "cpus": "0"}, "Unsupported parameters"),
@@ -931,6 +933,8 @@ PREPARE = {
     ("cstate_residency", "online list garbage"): lambda d: cpu_tree(d, lambda c: _write(c / "online", "x\n")),
     ("cstate_residency", "usage not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu0/cpuidle/state1/usage")),
     ("cstate_residency", "desc not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu0/cpuidle/state1/desc")),
+    ("cstate_residency", "state name of 2000 characters"):
+        lambda d: cpu_tree(d, lambda c: _write(c / "cpu0/cpuidle/state1/name", "C" * 2000 + "\n")),
     ("cstate_residency", "two states of a CPU one name"):
         lambda d: cpu_tree(d, lambda c: _write(c / "cpu0/cpuidle/state2/name", "C1_ACPI\n")),
     ("cstate_residency", "output name is a directory"):
