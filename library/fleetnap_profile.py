@@ -686,7 +686,8 @@ def main():
         module.fail_json(msg="sleep.resume_measured_ms must be >= 0 milliseconds, got %s" % sp["resume_measured_ms"])
     if advice_p is not None and given_resume_f is not None and given_resume_f > RESUME_MAX_MS:
         module.fail_json(msg="sleep.resume_measured_ms %s is over an hour, more than the PowerNap advice takes "
-                             "(%d ms): the resume latency is in milliseconds" % (sp["resume_measured_ms"], RESUME_MAX_MS))
+                             "(%d ms): the resume latency is in milliseconds"
+                             % (sp["resume_measured_ms"], RESUME_MAX_MS))
     freq_fields = check_fields(module, p["cpufreq"]) if present else {}
     gate_p = dict(cstates, state=p["state"], sysfs_root=p["sysfs_root"], metrics_dir=p["metrics_dir"])
     if present:
