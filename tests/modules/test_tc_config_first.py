@@ -5,14 +5,7 @@ would fail first (a single-queue NIC, or no device at all)."""
 import pytest
 
 from ansible.module_utils.fleetnap import tc
-
-
-def cfg(**kw):
-    base = dict(root="mqprio", handle=0x100, num_tc=None, priority_map=None, tc_queues=None, etf_priority=3,
-                etf_queues=[0], clockid="CLOCK_TAI", delta_ns=300000, offload=False, deadline_mode=False,
-                skip_sock_check=False)
-    base.update(kw)
-    return base
+from test_etf_qdisc import cfg      # the module's configuration as etf_qdisc builds it
 
 
 GOOD_MQPRIO = dict(num_tc=2, priority_map=[0] * 3 + [1] * 13, tc_queues=["1@0", "3@1"])
