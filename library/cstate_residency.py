@@ -110,11 +110,8 @@ def main():
     except (CpuidleError, HostFsError) as exc:
         module.fail_json(msg=str(exc))
     except MetricError as exc:
-        # two idle states of one CPU with one name (some boards' ACPI tables do that) are two
-        # samples with the same labels: said, not a traceback
-        module.fail_json(msg="the residency metrics cannot be written: %s%s" % (
-            exc, " (the idle states' names under %s: two states of one CPU share that name)"
-            % fs.path("/sys/devices/system/cpu") if "same labels" in str(exc) else ""))
+        module.fail_json(msg="the residency metrics cannot be written: %s (read under %s)"
+                         % (exc, fs.path("/sys/devices/system/cpu")))
     except UnicodeDecodeError as exc:
         module.fail_json(msg="a file under sysfs_root %s is not UTF-8 text (%s): is sysfs_root a sysfs "
                              "tree?" % (fs.root, exc))

@@ -173,7 +173,9 @@ from ansible.module_utils.fleetnap.fileio import HostFsError
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, path, text
 
 CHECKS = {"state_file": path(), "lock_file": path(), "started": text(max_len=64)}
-UNREAD_TOKEN = "lease-not-read-yet"    # stands in for the lease's token while publish_plan's inputs are checked
+# Stands in for the lease's token while publish_plan's inputs are checked (the longest a token is,
+# so the artifact's size is checked as it will be).
+UNREAD_TOKEN = "0" * 64
 NEEDS = {
     "publish_plan": ("plan", "observation", "started", "started_epoch"),
     "take_plan": ("state_file", "journal", "hosts"),
@@ -227,11 +229,13 @@ def _lease(p, where):
 
 def publish_plan(module, p):
     # the plan, the observation and the start, checked before the lock file is read (the lease's
-    # token, not known yet, stands in; the artifact is built again with it below)
-    workflow.plan_artifact(UNREAD_TOKEN, p["plan"], p["observation"], p["started"], p["started_epoch"])
+    # token, not known yet, stands in), then the lease's own token in its place
+    art = workflow.plan_artifact(UNREAD_TOKEN, p["plan"], p["observation"], p["started"], p["started_epoch"])
     token = _lease(p, "plan")
-    art = workflow.plan_artifact(token, p["plan"], p["observation"], p["started"], p["started_epoch"])
-    return {"changed": False, "artifact": art}
+    if not shiftlock.TOKEN.match(token):
+        raise ParamError("option lock_file: %s holds a lease token that is not one (%r): fix or remove the lock"
+                         % (p["lock_file"], token[:80]))
+    return {"changed": False, "artifact": dict(art, token=token)}
 
 
 def take_plan(module, p):

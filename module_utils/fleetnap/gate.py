@@ -209,11 +209,12 @@ def check_gate_inputs(module, p):
 
 def plan_gate(module, p, model=None):
     """Validate, read and decide; nothing is written. Returns the plan apply_gate() and gate_result()
-    take. Every input that needs no host is checked before the host is read (check_gate_inputs)."""
+    take. Every input that needs no host is checked before the host is read (check_gate_inputs); a
+    caller that gives the ``model`` it read has checked them before its read (fleetnap_profile)."""
     fs = HostFS(p["sysfs_root"])
-    if p["state"] != "absent":
-        check_gate_inputs(module, p)
     if model is None:
+        if p["state"] != "absent":
+            check_gate_inputs(module, p)
         model = read_gate_model(module, fs)
     if p["state"] == "absent":
         return _plan_absent(module, fs, model)

@@ -14,6 +14,16 @@ from ansible.module_utils.fleetnap.cpuidle import governor_misses, qos_limit_us,
 from ansible.module_utils.fleetnap.prom import render
 
 
+def state_label(st, seen):
+    """A state's ``state`` label on its CPU: its name, and for a second state of the CPU with the
+    same name (some boards' ACPI tables give two ``C2_ACPI``) the name and its sysfs directory,
+    ``C2_ACPI (state3)``, so that each state is a series of its own. ``seen``: the CPU's labels so
+    far (updated)."""
+    label = st["name"] if st["name"] not in seen else "%s (state%d)" % (st["name"], st["index"])
+    seen.add(label)
+    return label
+
+
 def residency_metrics(model, global_us=None):
     """The residency counters, and the governor's misses (issue 38): ``above`` (the idle period
     was shorter than the state's target residency) and ``below`` (a deeper enabled state would
@@ -24,8 +34,9 @@ def residency_metrics(model, global_us=None):
     usage, time_s, latency, above, below, excluded = [], [], [], [], [], []
     totals = {}
     for cpu in model["cpus"]:
+        seen = set()
         for st, bounded, up, down, by_qos in governor_misses(cpu, global_us):
-            labels = {"cpu": str(cpu["cpu"]), "state": st["name"]}
+            labels = {"cpu": str(cpu["cpu"]), "state": state_label(st, seen)}
             if st["usage"] is not None:
                 usage.append({"labels": labels, "value": st["usage"]})
             if st["time_us"] is not None:
@@ -37,7 +48,7 @@ def residency_metrics(model, global_us=None):
             if down is not None:
                 below.append({"labels": dict(labels, cause="qos"), "value": by_qos})
                 below.append({"labels": dict(labels, cause="governor"), "value": down - by_qos})
-            t = totals.setdefault(st["name"], [0, 0, 0, False])
+            t = totals.setdefault(labels["state"], [0, 0, 0, False])
             t[0] += st["usage"] or 0
             t[1] += up or 0
             t[2] += (down or 0) - (by_qos or 0)

@@ -132,11 +132,8 @@ CSTATE_RESIDENCY = [
     ("online list garbage", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "cannot parse the CPU list"),
     ("usage not UTF-8", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "is not UTF-8 text"),
     ("desc not UTF-8", {"directory": "{tmp}", "sysfs_root": "{in}/root"}, "is not UTF-8 text"),
-    # some boards' ACPI tables name two states alike: two samples with the same labels (was a traceback)
     ("state name of 2000 characters", {"directory": "{tmp}", "sysfs_root": "{in}/root"},
      "cpu0/cpuidle/state1/name holds a name of 2000 characters: the kernel's are at most 15"),
-    ("two states of a CPU one name", {"directory": "{tmp}", "sysfs_root": "{in}/root"},
-     "two samples with the same labels {cpu=\"0\",state=\"C1_ACPI\"}"),
     ("unknown option", {"directory": "{tmp}", "sysfs_root": "{in}/root", "cpus": "0"}, "Unsupported parameters"),
     ("output name is a directory", {"directory": "{in}/out", "sysfs_root": "{in}/root"}, "is a directory"),
 ]
@@ -935,8 +932,6 @@ PREPARE = {
     ("cstate_residency", "desc not UTF-8"): lambda d: cpu_tree(d, _bad_utf8_state("cpu0/cpuidle/state1/desc")),
     ("cstate_residency", "state name of 2000 characters"):
         lambda d: cpu_tree(d, lambda c: _write(c / "cpu0/cpuidle/state1/name", "C" * 2000 + "\n")),
-    ("cstate_residency", "two states of a CPU one name"):
-        lambda d: cpu_tree(d, lambda c: _write(c / "cpu0/cpuidle/state2/name", "C1_ACPI\n")),
     ("cstate_residency", "output name is a directory"):
         lambda d: (cpu_tree(d), (d / "out/fleetnap_cstate_residency.prom").mkdir(parents=True)),
     ("pm_debug", "no knob given"): power_tree,

@@ -170,3 +170,25 @@ def test_the_deepest_allowed_state_is_the_deepest_within_the_pm_qos_limit(tmp_pa
         (cpu_dir / ("cpu%d/cpuidle/state4/above" % n)).write_text(raw[n][4]["usage"] + "\n")   # every C6 entry missed
     advice = [a for a in miss_advice(read_model(HostFS(str(root)))) if a["rule"] == "above"]
     assert [a["state"] for a in advice] == ["C6"] and advice[0]["share"] == 1.0
+
+
+def test_two_states_of_a_cpu_with_one_name_are_two_series(tmp_path):
+    """Some boards' ACPI tables give two states one name (lnl0's capture made so: C1_ACPI twice on
+    CPU 0). Each is a series of its own (the second labelled with its directory), the exposition is
+    valid, and the module writes it (this was a traceback: two samples with the same labels)."""
+    from conftest import run_module
+    root = materialize("lnl0", tmp_path / "r")
+    (root / "sys/devices/system/cpu/cpu0/cpuidle/state2/name").write_text("C1_ACPI\n")
+    raw = capture("lnl0")
+    text = render(residency_metrics(read_model(HostFS(str(root)))))
+    assert_valid_metrics(text)
+    usage = {(s["labels"]["cpu"], s["labels"]["state"]): s["value"]
+             for s in parse_exposition(text)["fleetnap_cstate_entries_total"]["samples"]}
+    assert usage[("0", "C1_ACPI")] == float(raw[0][1]["usage"])
+    assert usage[("0", "C1_ACPI (state2)")] == float(raw[0][2]["usage"])
+    assert ("1", "C1_ACPI (state2)") not in usage and ("1", "C2_ACPI") in usage     # the other CPUs as they were
+    out = tmp_path / "out"
+    out.mkdir()
+    res = run_module("cstate_residency", {"sysfs_root": str(root), "directory": str(out)})
+    assert not res.get("failed"), res
+    assert 'state="C1_ACPI (state2)"' in (out / "fleetnap_cstate_residency.prom").read_text()
