@@ -204,7 +204,9 @@ def main():
             module.exit_json(changed=p["state"] == "present", held=p["state"] == "present",
                              owner=me if p["state"] == "present" else {})
         try:
-            os.makedirs(directory, 0o755)
+            # exist_ok: another taker may create it between the check above and this call (the
+            # race test's takers did); a file there is still refused
+            os.makedirs(directory, 0o755, exist_ok=True)
         except OSError as e:
             module.fail_json(msg="cannot create the lock's directory %s: %s" % (directory, e), held=False)
     # Every decision about the lock is taken holding the guard: read, decide and write cannot

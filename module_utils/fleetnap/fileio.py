@@ -373,7 +373,7 @@ def atomic_write(path, content, mode=0o644, root="/", module=None):
         if not os.path.isdir(directory):
             if os.path.lexists(directory):
                 raise FileWriteError("cannot write %s: %s is not a directory" % (path, directory))
-            os.makedirs(directory, 0o755)
+            os.makedirs(directory, 0o755, exist_ok=True)   # another writer may make it first
             if real_root(root) != "/":
                 resolve(root, directory)
         problem = write_problem(path)
@@ -551,7 +551,7 @@ class Changes(object):
         if real_root(self.root) != "/":
             resolve(self.root, directory)
         if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
+            os.makedirs(directory, 0o755, exist_ok=True)
         os.symlink(target, path)
         self.done.append((path, lambda: os.unlink(path)))
 
