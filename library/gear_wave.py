@@ -299,7 +299,9 @@ options:
     type: float
     default: 120
   silent_for:
-    description: Seconds without an answer after which a host counts as gone.
+    description:
+      - Seconds without an answer after which a host counts as gone. A probe that got no answer within this
+        long (no connection, or a connection but no greeting) has seen that much silence.
     type: float
     default: 2
   probe_timeout:
@@ -307,11 +309,14 @@ options:
     type: float
     default: 3
   connect_timeout:
-    description: Seconds a probe waits for the connection (a new probe sends a new SYN).
+    description:
+      - Seconds one connection attempt (one SYN and the kernel's answer) waits. Waiting for a host to answer, a
+        new attempt starts every O(interval) seconds while the earlier ones still wait (at most four at once,
+        the oldest giving way), so a host that wakes is seen within an interval of its first answer.
     type: float
     default: 1
   interval:
-    description: Seconds between two probes of one host.
+    description: Seconds between two connection attempts (waiting for an answer) or two probes (waiting for silence) of one host.
     type: float
     default: 0.2
   greeting:
@@ -447,7 +452,7 @@ from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_
 from ansible.module_utils.fleetnap.observe import compile_greeting
 from ansible.module_utils.fleetnap.secrets import guard, refuse_command_line
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, name, number, path
-from ansible.module_utils.fleetnap.wave import Probe, Wave
+from ansible.module_utils.fleetnap.wave import Probe, Wave, allow_open_files
 from ansible.module_utils.fleetnap.wol import WolError, build_packet, normalize_mac, resolve, send_packets
 
 CHECKS = {
@@ -674,6 +679,7 @@ def main():
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])
         hosts.append(entry)
+    allow_open_files(min(len(hosts), p["concurrency"]))
     probe = Probe(greeting=greeting, connect_timeout=p["connect_timeout"], probe_timeout=p["probe_timeout"],
                   interval=p["interval"])
     wave = Wave(probe, send_wol, bmc_concurrency=p["bmc_concurrency"], concurrency=p["concurrency"],

@@ -23,8 +23,11 @@ instead of a module start on the controller per host and per question. Standard 
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 import re
+import selectors
 import socket
 import threading
 import time
@@ -125,6 +128,94 @@ OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_re
                       "power_watts", "power_source", "power_note", "resume_hook", "parked_as"))
 
 
+def greeted(conn, matcher, timeout):
+    """(answered, what was seen) of a connected socket: its greeting within ``timeout`` s."""
+    if matcher is None:
+        return True, "connected"
+    conn.settimeout(timeout)
+    try:
+        data = conn.recv(256)
+    except (OSError, socket.timeout):
+        return False, "connected, no greeting within %g s" % timeout
+    if not data:
+        return False, "connected, closed without a greeting"
+    if matcher.search(data[:GREETING_CHARS].decode("ascii", "replace")):
+        return True, "answered \"%s\"" % shown(data)
+    return False, "answered \"%s\", which does not match the greeting %s" % (
+        shown(data), shown(getattr(matcher, "pattern", "").encode("ascii", "backslashreplace"), 60))
+
+
+def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4, clock=time.monotonic):
+    """A connection to host:port within ``timeout`` s, a new attempt every ``interval`` s while
+    the earlier ones still wait (each at most ``connect_timeout`` s, at most ``in_flight`` of them
+    at a time: the oldest gives way): a host that starts answering is seen one interval later,
+    whether its earlier SYNs were dropped (asleep: no connection until the kernel's retransmission
+    at 1, 3, 7 s) or refused (booting). Returns (socket or None, attempts, why there is none).
+    The caller closes the socket."""
+    start = clock()
+    deadline = start + timeout
+    waiting = {}                # socket -> when its attempt started
+    attempts, why = 0, "no attempt"
+    addr = None
+    sel = selectors.DefaultSelector()
+    try:
+        next_at = start
+        while True:
+            now = clock()
+            for s, t in list(waiting.items()):
+                if now - t >= connect_timeout:
+                    sel.unregister(s)
+                    s.close()
+                    del waiting[s]
+                    why = "no connection within %g s" % connect_timeout
+            if now >= deadline:
+                return None, attempts, why
+            if now >= next_at:
+                next_at = now + interval
+                if len(waiting) >= in_flight:
+                    oldest = min(waiting, key=waiting.get)
+                    why = "no connection within %g s" % round(now - waiting[oldest], 3)
+                    sel.unregister(oldest)
+                    oldest.close()
+                    del waiting[oldest]
+                attempts += 1
+                try:
+                    if addr is None:
+                        family, kind, proto, _name, addr = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+                    s = socket.socket(family, kind, proto)
+                except OSError as exc:
+                    why = "no connection (%s)" % (getattr(exc, "strerror", None) or exc.__class__.__name__)
+                    continue
+                s.setblocking(False)
+                err = s.connect_ex(addr)
+                if err == 0:
+                    s.setblocking(True)
+                    return s, attempts, ""
+                if err not in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+                    s.close()
+                    why = "no connection (%s)" % os.strerror(err)
+                    continue
+                waiting[s] = now
+                sel.register(s, selectors.EVENT_WRITE)
+            wake = min([next_at, deadline] + [t + connect_timeout for t in waiting.values()])
+            for key, _events in sel.select(max(0.0, wake - clock())) if waiting else ():
+                s = key.fileobj
+                err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                sel.unregister(s)
+                del waiting[s]
+                if err == 0:
+                    s.setblocking(True)
+                    return s, attempts, ""
+                s.close()
+                why = "no connection (%s)" % os.strerror(err)
+            if not waiting:
+                time.sleep(max(0.0, min(next_at, deadline) - clock()))
+    finally:
+        for s in waiting:
+            s.close()
+        sel.close()
+
+
 def probe(host, port, greeting, timeout, connect_timeout=None):
     """(answered, what was seen): whether the service accepts a connection and (when given)
     greets as expected within ``timeout`` s, and in words what it did ('no connection: ...',
@@ -139,19 +230,7 @@ def probe(host, port, greeting, timeout, connect_timeout=None):
     except (OSError, socket.timeout) as exc:
         return False, "no connection (%s)" % (getattr(exc, "strerror", None) or exc.__class__.__name__)
     try:
-        if matcher is None:
-            return True, "connected"
-        conn.settimeout(timeout)
-        try:
-            data = conn.recv(256)
-        except (OSError, socket.timeout):
-            return False, "connected, no greeting within %g s" % timeout
-        if not data:
-            return False, "connected, closed without a greeting"
-        if matcher.search(data[:GREETING_CHARS].decode("ascii", "replace")):
-            return True, "answered \"%s\"" % shown(data)
-        return False, "answered \"%s\", which does not match the greeting %s" % (
-            shown(data), shown(getattr(matcher, "pattern", "").encode("ascii", "backslashreplace"), 60))
+        return greeted(conn, matcher, timeout)
     finally:
         conn.close()
 

@@ -10,9 +10,13 @@ told to do) is silent. Every host has its own thread: a wave costs the slowest h
 transition plus a probe interval, not a task round per host and step.
 
 A probe is a TCP connection and, for SSH, the greeting (so a port a NAT or QEMU keeps open for a
-sleeping host is no answer). The connection gets ``connect_timeout`` (short: a new probe sends a
-new SYN at once, where one long connect waits for the kernel's SYN retransmissions at 1, 3, 7 s
-and reports a host that answered at 1.1 s at 3 s); the greeting gets ``probe_timeout``.
+sleeping host is no answer). Waiting for a host to answer, a new connection attempt (a new SYN)
+starts every ``interval`` s while the earlier ones still wait (each at most ``connect_timeout``
+s, at most IN_FLIGHT at once): one connect waits for the kernel's SYN retransmissions (1, 3, 7 s)
+and reports a host that answered at 1.1 s at 3 s, and probing again only after a connect timeout
+sees it up to that timeout late; this sees it within an interval. The greeting gets
+``probe_timeout``. Waiting for silence, a probe that got no answer within ``silent_for`` s has
+seen that much silence (a frozen sshd that accepts but never greets is not waited for longer).
 
 BMC commands go through ``bmc_slots`` (at most that many in flight) and each BMC's own rate
 limit (ipmi.Bmc). A host's result has the shape gear_member's has: host, action, ok, method,
@@ -26,7 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible.module_utils.fleetnap.observe import answers
+from ansible.module_utils.fleetnap.observe import answers, compile_greeting, first_connection, greeted
 from ansible.module_utils.fleetnap.parse import boolean
 
 
@@ -71,37 +75,73 @@ def resume_hook_in(said):
     return any(ln.strip().startswith(RESUME_HOOK_LINE) for ln in str(said.get("stdout") or "").splitlines())
 
 
+IN_FLIGHT = 4      # a waking host's SYNs waiting at once (observe.first_connection)
+
+
+def allow_open_files(hosts, in_flight=IN_FLIGHT, spare=64):
+    """Raise this process's soft limit on open files (never past the hard one) so that every
+    host of a wave can have ``in_flight`` connection attempts waiting at once; beyond it a host's
+    next attempt waits for a free descriptor (its probes are late, not wrong)."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return None
+    want = hosts * in_flight + spare
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (OSError, ValueError):
+        return soft
+    return want
+
+
 class WaveError(Exception):
     """One host's step failed (the message is that step's report)."""
 
 
 class Probe(object):
-    """answers() with a short connect and a longer greeting; counts probes."""
+    """A host's service seen from the controller: until it answers, until it is silent.
+
+    Waiting for an answer sends a new SYN every ``interval`` s while the earlier ones still wait
+    (observe.first_connection): a host that wakes is seen within an interval of its first answer,
+    not at the next probe after a connect timeout. A connection then gets ``probe_timeout`` for
+    the greeting. Waiting for silence probes once per ``interval``; a probe that gets no answer
+    within ``silent_for`` s (no connection, or no greeting) has seen that much silence."""
 
     def __init__(self, greeting="^SSH-", connect_timeout=1.0, probe_timeout=3.0, interval=0.2,
-                 clock=time.monotonic, sleep=time.sleep, answer=answers):
-        self.greeting = greeting
+                 clock=time.monotonic, sleep=time.sleep):
+        self.matcher = compile_greeting(greeting) if isinstance(greeting, str) else greeting
         self.connect_timeout = connect_timeout
         self.probe_timeout = probe_timeout
         self.interval = interval
         self.clock = clock
         self.sleep = sleep
-        self.answer = answer
 
-    def once(self, address, port, left=None):
-        cap = self.probe_timeout if left is None else max(0.05, min(self.probe_timeout, left))
-        return self.answer(address, port, self.greeting, cap,
-                           connect_timeout=min(cap, self.connect_timeout))
+    def once(self, address, port, cap):
+        cap = max(0.05, min(self.probe_timeout, cap))
+        return answers(address, port, self.matcher, cap, connect_timeout=min(cap, self.connect_timeout))
 
     def until_answer(self, address, port, timeout):
-        """(answered, seconds to the answer or None, probes)."""
+        """(answered, seconds to the answer or None, probes): probes counts the SYNs sent."""
         start = self.clock()
         deadline = start + timeout
         probes = 0
         while True:
-            probes += 1
-            if self.once(address, port, deadline - self.clock()):
-                return True, round(self.clock() - start, 3), probes
+            conn, tries, _why = first_connection(address, port, max(0.05, deadline - self.clock()),
+                                                 self.connect_timeout, self.interval, in_flight=IN_FLIGHT,
+                                                 clock=self.clock)
+            probes += tries
+            if conn is not None:
+                try:
+                    ok = greeted(conn, self.matcher, max(0.05, min(self.probe_timeout, deadline - self.clock())))[0]
+                finally:
+                    conn.close()
+                if ok:
+                    return True, round(self.clock() - start, 3), probes
             if self.clock() + self.interval >= deadline:
                 return False, None, probes
             self.sleep(self.interval)
@@ -115,7 +155,8 @@ class Probe(object):
         while True:
             probes += 1
             at = self.clock()
-            if self.once(address, port, max(0.05, deadline - at)):
+            # a probe that waits silent_for s without an answer has seen silent_for s of silence
+            if self.once(address, port, min(max(0.05, deadline - at), max(0.05, silent_for))):
                 silent_since = None
             elif silent_since is None:
                 silent_since = at

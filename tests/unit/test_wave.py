@@ -271,6 +271,111 @@ def test_a_short_connect_sees_an_answer_without_waiting_for_syn_retransmits(conn
     h.down()
 
 
+class DroppingHost:
+    """A port on 127.0.0.1 whose SYNs are dropped (a listener with a full accept queue, as a
+    sleeping host's link drops them) until ``answer()``, then it greets like sshd."""
+
+    def __init__(self):
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(0)
+        self.port = self.srv.getsockname()[1]
+        self.filler = socket.create_connection(("127.0.0.1", self.port))   # the queue is full now
+
+    def answer(self, after):
+        def serve():
+            time.sleep(after)
+            while True:
+                try:
+                    conn, _ = self.srv.accept()
+                except OSError:
+                    return
+                try:
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                except OSError:
+                    pass
+                conn.close()
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self):
+        self.filler.close()
+        self.srv.close()
+
+
+def test_a_host_whose_syns_were_dropped_is_seen_without_waiting_for_a_retransmission():
+    # Its first SYNs are dropped; it answers from 0.2 s on. One connection waiting for its
+    # connect timeout (3 s) would see it at the kernel's first retransmission (1 s); a new SYN
+    # every interval while the earlier ones wait sees it one interval later.
+    h = DroppingHost()
+    try:
+        h.answer(after=0.2)
+        ok, took, probes = Probe(connect_timeout=3.0, probe_timeout=2.0, interval=0.05).until_answer(
+            "127.0.0.1", h.port, 5)
+        assert ok and 0.15 <= took < 0.9, took
+        assert probes >= 3, probes              # several SYNs were in flight before the answer
+    finally:
+        h.close()
+
+
+def test_a_host_that_never_answers_costs_its_timeout_and_leaves_no_socket_open():
+    import os
+    from ansible.module_utils.fleetnap.observe import first_connection
+    h = DroppingHost()
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        conn, attempts, why = first_connection("127.0.0.1", h.port, 0.6, 0.3, 0.05, in_flight=10)
+        assert conn is None and attempts >= 6 and why == "no connection within 0.3 s"
+        # at most in_flight SYNs wait: the oldest gives way to the next after in_flight intervals
+        conn, attempts, why = first_connection("127.0.0.1", h.port, 0.6, 0.3, 0.1, in_flight=1)
+        assert conn is None and attempts >= 4 and why == "no connection within 0.1 s", why
+        ok, took, probes = Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05).until_answer(
+            "127.0.0.1", h.port, 0.6)
+        assert not ok and took is None and probes >= 6
+    finally:
+        h.close()
+    assert len(os.listdir("/proc/self/fd")) == before - 2     # the listener and the filler only
+
+
+def test_a_refused_port_is_tried_again_each_interval_and_says_why():
+    from ansible.module_utils.fleetnap.observe import first_connection
+    h = FakeHost()                      # nothing listens: every SYN is answered by a reset
+    conn, attempts, why = first_connection("127.0.0.1", h.port, 0.5, 1.0, 0.05)
+    assert conn is None and attempts >= 4 and why == "no connection (Connection refused)"
+    conn, attempts, why = first_connection("no-such-host.invalid", 22, 0.2, 1.0, 0.05)
+    assert conn is None and attempts >= 2 and why.startswith("no connection (")
+
+
+def test_a_host_that_connects_but_never_greets_is_silent_after_silent_for_not_the_greeting_timeout():
+    # A frozen sshd: the kernel completes the connection, nothing greets. A probe that waited
+    # silent_for s for the greeting has seen that much silence.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    try:
+        probe = Probe(connect_timeout=1.0, probe_timeout=5.0, interval=0.05)
+        t0 = time.monotonic()
+        silent, took, probes = probe.until_silent("127.0.0.1", srv.getsockname()[1], 10, 0.3)
+        assert silent and took is not None and probes >= 1
+        assert time.monotonic() - t0 < 4.0      # not the 5 s greeting timeout
+    finally:
+        srv.close()
+
+
+def test_a_wave_may_open_a_socket_per_waiting_syn_of_every_host():
+    import resource
+    from ansible.module_utils.fleetnap.wave import allow_open_files
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        got = allow_open_files(300)
+        now = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        want = 300 * 4 + 64 if hard == resource.RLIM_INFINITY else min(300 * 4 + 64, hard)
+        assert got == now == want
+        assert allow_open_files(10) == want and resource.getrlimit(resource.RLIMIT_NOFILE)[0] == want   # never lowered
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_a_bmc_the_client_cannot_ask_is_that_hosts_failure_not_the_calls():
     from ansible.module_utils.fleetnap.fleethosts import Unusable, bmc_for
     bmc = bmc_for({"bmc_address": "10.0.1.9", "bmc_user": "u" * 20, "bmc_password": "pw"}, None, "ipmitool", None)
