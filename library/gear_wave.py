@@ -300,8 +300,9 @@ options:
     default: 120
   silent_for:
     description:
-      - Seconds without an answer after which a host counts as gone. A probe that got no answer within this
-        long (no connection, or a connection but no greeting) has seen that much silence.
+      - Seconds without an answer after which a host counts as gone. A connection that does not greet is given
+        O(probe_timeout), unless a new connection tried meanwhile (every O(interval) seconds) gets no answer; then the
+        host went to sleep after it accepted, and is silent since that attempt.
     type: float
     default: 2
   probe_timeout:

@@ -145,75 +145,130 @@ def greeted(conn, matcher, timeout):
         shown(data), shown(getattr(matcher, "pattern", "").encode("ascii", "backslashreplace"), 60))
 
 
-def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4, clock=time.monotonic):
+MIN_ATTEMPT_S = 0.5     # an attempt gives way to a newer one only after this long (or its connect timeout)
+
+
+def _why(exc):
+    return "no connection (%s)" % (getattr(exc, "strerror", None) or exc.__class__.__name__)
+
+
+def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4, clock=time.monotonic,
+                     sleep=time.sleep):
     """A connection to host:port within ``timeout`` s, a new attempt every ``interval`` s while
     the earlier ones still wait (each at most ``connect_timeout`` s, at most ``in_flight`` of them
-    at a time: the oldest gives way): a host that starts answering is seen one interval later,
+    at a time; the oldest gives way to a new one once it has waited ``connect_timeout`` or
+    MIN_ATTEMPT_S, whichever is shorter): a host that starts answering is seen one interval later,
     whether its earlier SYNs were dropped (asleep: no connection until the kernel's retransmission
-    at 1, 3, 7 s) or refused (booting). Returns (socket or None, attempts, why there is none).
-    The caller closes the socket."""
+    at 1, 3, 7 s) or refused (booting). A name is resolved once, the attempts going round its
+    addresses. Returns (socket or None, attempts, why there is none); the caller closes the socket.
+    Nothing raises: a name that does not resolve is (None, 1, why) at once."""
     start = clock()
     deadline = start + timeout
-    waiting = {}                # socket -> when its attempt started
-    attempts, why = 0, "no attempt"
-    addr = None
-    sel = selectors.DefaultSelector()
+    in_flight = max(1, int(in_flight))
+    interval = max(0.01, interval)
+    patience = min(connect_timeout, MIN_ATTEMPT_S)
     try:
+        addrs = [(f, k, p, a) for f, k, p, _name, a in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)]
+    except (OSError, UnicodeError, ValueError) as exc:
+        return None, 1, _why(exc)
+    if not addrs:
+        return None, 1, "no connection (no address for %s)" % (host,)
+    waiting = {}                # socket -> when its attempt started
+    attempts, why = 0, "no connection within %g s" % timeout
+    sel = None
+
+    def drop(s):
+        sel.unregister(s)
+        s.close()
+        del waiting[s]
+
+    try:
+        sel = selectors.DefaultSelector()
         next_at = start
         while True:
             now = clock()
             for s, t in list(waiting.items()):
                 if now - t >= connect_timeout:
-                    sel.unregister(s)
-                    s.close()
-                    del waiting[s]
+                    drop(s)
                     why = "no connection within %g s" % connect_timeout
             if now >= deadline:
                 return None, attempts, why
-            if now >= next_at:
+            if now >= next_at and len(waiting) >= in_flight:
+                oldest = min(waiting, key=waiting.get)
+                if now - waiting[oldest] >= patience:
+                    drop(oldest)
+                    why = "no connection within %g s" % patience
+                else:
+                    next_at = waiting[oldest] + patience
+            if now >= next_at and len(waiting) < in_flight:
                 next_at = now + interval
-                if len(waiting) >= in_flight:
-                    oldest = min(waiting, key=waiting.get)
-                    why = "no connection within %g s" % round(now - waiting[oldest], 3)
-                    sel.unregister(oldest)
-                    oldest.close()
-                    del waiting[oldest]
+                family, kind, proto, addr = addrs[attempts % len(addrs)]
                 attempts += 1
                 try:
-                    if addr is None:
-                        family, kind, proto, _name, addr = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
                     s = socket.socket(family, kind, proto)
-                except OSError as exc:
-                    why = "no connection (%s)" % (getattr(exc, "strerror", None) or exc.__class__.__name__)
-                    continue
-                s.setblocking(False)
-                err = s.connect_ex(addr)
-                if err == 0:
-                    s.setblocking(True)
-                    return s, attempts, ""
-                if err not in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
-                    s.close()
-                    why = "no connection (%s)" % os.strerror(err)
-                    continue
-                waiting[s] = now
-                sel.register(s, selectors.EVENT_WRITE)
+                except OSError as exc:          # out of descriptors: the next attempt, later
+                    why = _why(exc)
+                else:
+                    s.setblocking(False)
+                    err = s.connect_ex(addr)
+                    if err == 0:
+                        s.setblocking(True)
+                        return s, attempts, ""
+                    if err in (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK):
+                        waiting[s] = now
+                        sel.register(s, selectors.EVENT_WRITE)
+                    else:
+                        s.close()
+                        why = "no connection (%s)" % os.strerror(err)
             wake = min([next_at, deadline] + [t + connect_timeout for t in waiting.values()])
-            for key, _events in sel.select(max(0.0, wake - clock())) if waiting else ():
+            pause = max(0.0, wake - clock())
+            if not waiting:
+                sleep(pause)
+                continue
+            for key, _events in sel.select(pause):
                 s = key.fileobj
                 err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                sel.unregister(s)
-                del waiting[s]
                 if err == 0:
+                    sel.unregister(s)
+                    del waiting[s]
                     s.setblocking(True)
                     return s, attempts, ""
-                s.close()
+                drop(s)
                 why = "no connection (%s)" % os.strerror(err)
-            if not waiting:
-                time.sleep(max(0.0, min(next_at, deadline) - clock()))
+    except OSError as exc:                      # the selector itself (out of descriptors)
+        sleep(max(0.0, min(interval, deadline - clock())))
+        return None, attempts or 1, _why(exc)
     finally:
-        for s in waiting:
+        for s in list(waiting):
             s.close()
-        sel.close()
+        if sel is not None:
+            sel.close()
+
+
+def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interval, clock=time.monotonic):
+    """A connected socket's greeting within ``timeout`` s, while checking, every ``interval`` s
+    without one, that the host still answers a new connection (within ``connect_timeout`` s): a
+    host that accepted and then went to sleep (or froze) is gone as soon as a check gets no
+    answer, a slow service is still given ``timeout``. Returns (answered, gone_at): gone_at is when
+    the check that got no connection started, None otherwise."""
+    if matcher is None:
+        return True, None
+    end = clock() + timeout
+    while True:
+        left = end - clock()
+        if left <= 0:
+            return False, None
+        answered, seen = greeted(conn, matcher, min(left, interval))
+        if answered:
+            return True, None
+        if not seen.startswith("connected, no greeting within"):
+            return False, None              # closed, or a greeting that does not match
+        at = clock()
+        check, _tries, _why = first_connection(host, port, min(connect_timeout, max(0.05, end - at)),
+                                               connect_timeout, connect_timeout, in_flight=1, clock=clock)
+        if check is None:
+            return False, at
+        check.close()
 
 
 def probe(host, port, greeting, timeout, connect_timeout=None):

@@ -15,8 +15,9 @@ starts every ``interval`` s while the earlier ones still wait (each at most ``co
 s, at most IN_FLIGHT at once): one connect waits for the kernel's SYN retransmissions (1, 3, 7 s)
 and reports a host that answered at 1.1 s at 3 s, and probing again only after a connect timeout
 sees it up to that timeout late; this sees it within an interval. The greeting gets
-``probe_timeout``. Waiting for silence, a probe that got no answer within ``silent_for`` s has
-seen that much silence (a frozen sshd that accepts but never greets is not waited for longer).
+``probe_timeout``. Waiting for silence, a connection that does not greet is not waited for the
+whole ``probe_timeout`` when new connections get no answer meanwhile (the host went to sleep
+after it accepted).
 
 BMC commands go through ``bmc_slots`` (at most that many in flight) and each BMC's own rate
 limit (ipmi.Bmc). A host's result has the shape gear_member's has: host, action, ok, method,
@@ -30,7 +31,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible.module_utils.fleetnap.observe import answers, compile_greeting, first_connection, greeted
+from ansible.module_utils.fleetnap.observe import compile_greeting, first_connection, greeted, greeting_or_gone
 from ansible.module_utils.fleetnap.parse import boolean
 
 
@@ -80,14 +81,14 @@ IN_FLIGHT = 4      # a waking host's SYNs waiting at once (observe.first_connect
 
 def allow_open_files(hosts, in_flight=IN_FLIGHT, spare=64):
     """Raise this process's soft limit on open files (never past the hard one) so that every
-    host of a wave can have ``in_flight`` connection attempts waiting at once; beyond it a host's
-    next attempt waits for a free descriptor (its probes are late, not wrong)."""
+    host of a wave can have ``in_flight`` connection attempts waiting at once (and its selector);
+    beyond it a host's next attempt waits for a free descriptor (its probes are late, not wrong)."""
     try:
         import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (ImportError, OSError, ValueError):
         return None
-    want = hosts * in_flight + spare
+    want = hosts * (in_flight + 1) + spare
     if hard != resource.RLIM_INFINITY:
         want = min(want, hard)
     if soft == resource.RLIM_INFINITY or soft >= want:
@@ -109,8 +110,11 @@ class Probe(object):
     Waiting for an answer sends a new SYN every ``interval`` s while the earlier ones still wait
     (observe.first_connection): a host that wakes is seen within an interval of its first answer,
     not at the next probe after a connect timeout. A connection then gets ``probe_timeout`` for
-    the greeting. Waiting for silence probes once per ``interval``; a probe that gets no answer
-    within ``silent_for`` s (no connection, or no greeting) has seen that much silence."""
+    the greeting. Waiting for silence probes once per ``interval``: a connection attempt with no
+    answer within ``connect_timeout`` is silence since it started; a connection that does not
+    greet is given ``probe_timeout`` while a new connection is tried every ``interval`` s, and
+    the host is silent since the first of those that got no answer (it went to sleep, or froze,
+    after it accepted: observe.greeting_or_gone)."""
 
     def __init__(self, greeting="^SSH-", connect_timeout=1.0, probe_timeout=3.0, interval=0.2,
                  clock=time.monotonic, sleep=time.sleep):
@@ -121,10 +125,6 @@ class Probe(object):
         self.clock = clock
         self.sleep = sleep
 
-    def once(self, address, port, cap):
-        cap = max(0.05, min(self.probe_timeout, cap))
-        return answers(address, port, self.matcher, cap, connect_timeout=min(cap, self.connect_timeout))
-
     def until_answer(self, address, port, timeout):
         """(answered, seconds to the answer or None, probes): probes counts the SYNs sent."""
         start = self.clock()
@@ -133,7 +133,7 @@ class Probe(object):
         while True:
             conn, tries, _why = first_connection(address, port, max(0.05, deadline - self.clock()),
                                                  self.connect_timeout, self.interval, in_flight=IN_FLIGHT,
-                                                 clock=self.clock)
+                                                 clock=self.clock, sleep=self.sleep)
             probes += tries
             if conn is not None:
                 try:
@@ -146,6 +146,24 @@ class Probe(object):
                 return False, None, probes
             self.sleep(self.interval)
 
+    def _silent_probe(self, address, port, left):
+        """One probe for silence: (answered, since when it has been silent, or None)."""
+        at = self.clock()
+        conn, _tries, _why = first_connection(address, port, max(0.05, min(left, self.connect_timeout)),
+                                              self.connect_timeout, self.connect_timeout, in_flight=1,
+                                              clock=self.clock, sleep=self.sleep)
+        if conn is None:
+            return False, at
+        try:
+            answered, gone_at = greeting_or_gone(conn, self.matcher,
+                                                 max(0.05, min(self.probe_timeout, left - (self.clock() - at))),
+                                                 address, port, self.connect_timeout, self.interval, clock=self.clock)
+        finally:
+            conn.close()
+        if answered:
+            return True, None
+        return False, at if gone_at is None else gone_at
+
     def until_silent(self, address, port, timeout, silent_for):
         """Until no answer for ``silent_for`` s: (silent, seconds to the first silent probe or
         None, probes)."""
@@ -154,12 +172,11 @@ class Probe(object):
         probes, silent_since = 0, None
         while True:
             probes += 1
-            at = self.clock()
-            # a probe that waits silent_for s without an answer has seen silent_for s of silence
-            if self.once(address, port, min(max(0.05, deadline - at), max(0.05, silent_for))):
+            answered, since = self._silent_probe(address, port, max(0.05, deadline - self.clock()))
+            if answered:
                 silent_since = None
             elif silent_since is None:
-                silent_since = at
+                silent_since = since
             now = self.clock()
             if silent_since is not None and now - silent_since >= silent_for:
                 return True, round(silent_since - start, 3), probes
