@@ -127,7 +127,12 @@ class Report(object):
     def target(self, label: str, value: float, op: str, limit: float, unit: str = "") -> bool:
         """Record and print a target's verdict; True on PASS."""
         v = verdict(float(value), op, float(limit))
-        line = "%s %s: %s %s %s%s" % (v, label, _fmt(float(value)), op, _fmt(float(limit)),
+        shown = _fmt(float(value))
+        digits = 4
+        while verdict(float(shown), op, float(_fmt(float(limit)))) != v and digits <= 17:
+            shown = "%.*g" % (digits, float(value))     # as many digits as the verdict needs (1.504, not 1.5)
+            digits += 1
+        line = "%s %s: %s %s %s%s" % (v, label, shown, op, _fmt(float(limit)),
                                        (" " + unit) if unit else "")
         self.verdicts.append(parse_verdict(line))
         self.print(line)

@@ -74,6 +74,18 @@ def test_all_targets_met_exits_zero_and_no_target_is_not_a_pass(tmp_path, monkey
     assert _report(tmp_path).finish() == 1
 
 
+def test_a_value_just_over_its_limit_is_written_with_the_digits_its_verdict_needs(tmp_path, monkeypatch):
+    # 1.5036 at three digits is 1.5, which would read as a pass of "<= 1.5": a report that says
+    # MISS beside it would not parse back (make bench's render refused one such report).
+    monkeypatch.delenv("FLEETNAP_BENCH_DIR", raising=False)
+    rep = _report(tmp_path, ("shift / floor", 1.5036, "<=", 1.5), ("other", 1.4951, ">=", 1.5),
+                  ("plain", 1.61, "<=", 1.5))
+    assert rep.finish() == 1
+    parsed = benchlib.parse_report((tmp_path / "unit-bench.txt").read_text())
+    assert [(v["value"], v["verdict"]) for v in parsed["verdicts"]] == [
+        (1.504, "MISS"), (1.495, "MISS"), (1.61, "MISS")]
+
+
 def test_a_report_whose_verdicts_do_not_follow_from_its_figures_is_refused(tmp_path, monkeypatch):
     monkeypatch.delenv("FLEETNAP_BENCH_DIR", raising=False)
     _report(tmp_path, ("apply / ping", 1.2, "<=", 2.0)).finish()
