@@ -301,8 +301,8 @@ options:
   silent_for:
     description:
       - Seconds without an answer after which a host counts as gone. A connection that does not greet is given
-        O(probe_timeout), unless a new connection tried meanwhile (every O(interval) seconds) gets no answer; then the
-        host went to sleep after it accepted, and is silent since that attempt.
+        O(probe_timeout), unless a new connection tried meanwhile (every O(interval) seconds, at least every half
+        second) gets no answer; then the host went to sleep after it accepted, and is silent since that attempt.
     type: float
     default: 2
   probe_timeout:

@@ -247,10 +247,12 @@ def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4
 
 def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interval, clock=time.monotonic):
     """A connected socket's greeting within ``timeout`` s, while checking, every ``interval`` s
-    without one, that the host still answers a new connection (within ``connect_timeout`` s): a
-    host that accepted and then went to sleep (or froze) is gone as soon as a check gets no
-    answer, a slow service is still given ``timeout``. Returns (answered, gone_at): gone_at is when
-    the check that got no connection started, None otherwise."""
+    (at least MIN_ATTEMPT_S) without one, that the host still answers a new connection (within
+    ``connect_timeout`` s): a host that accepted and then went to sleep (or froze) is gone as soon
+    as a check gets no answer, a slow service is still given ``timeout``. (Behind a NAT, or QEMU's
+    user networking, every check is accepted: a sleeping host is then silent after ``timeout``, as
+    without the checks.) Returns (answered, gone_at): gone_at is when the check that got no
+    connection started, None otherwise."""
     if matcher is None:
         return True, None
     end = clock() + timeout
@@ -258,7 +260,7 @@ def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interv
         left = end - clock()
         if left <= 0:
             return False, None
-        answered, seen = greeted(conn, matcher, min(left, interval))
+        answered, seen = greeted(conn, matcher, min(left, max(interval, MIN_ATTEMPT_S)))
         if answered:
             return True, None
         if not seen.startswith("connected, no greeting within"):
