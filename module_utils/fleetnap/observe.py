@@ -153,22 +153,24 @@ def _why(exc):
 
 
 def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4, clock=time.monotonic,
-                     sleep=time.sleep):
+                     sleep=time.sleep, addrs=None):
     """A connection to host:port within ``timeout`` s, a new attempt every ``interval`` s while
     the earlier ones still wait (each at most ``connect_timeout`` s, at most ``in_flight`` of them
     at a time; the oldest gives way to a new one once it has waited ``connect_timeout`` or
     MIN_ATTEMPT_S, whichever is shorter): a host that starts answering is seen one interval later,
     whether its earlier SYNs were dropped (asleep: no connection until the kernel's retransmission
     at 1, 3, 7 s) or refused (booting). A name is resolved once, the attempts going round its
-    addresses. Returns (socket or None, attempts, why there is none); the caller closes the socket.
-    Nothing raises: a name that does not resolve is (None, 1, why) at once."""
+    addresses (``addrs``, when given: [(family, type, proto, sockaddr)], nothing is resolved).
+    Returns (socket or None, attempts, why there is none); the caller closes the socket. Nothing
+    raises: a name that does not resolve is (None, 1, why) at once."""
     start = clock()
     deadline = start + timeout
     in_flight = max(1, int(in_flight))
     interval = max(0.01, interval)
     patience = min(connect_timeout, MIN_ATTEMPT_S)
     try:
-        addrs = [(f, k, p, a) for f, k, p, _name, a in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)]
+        if addrs is None:
+            addrs = [(f, k, p, a) for f, k, p, _name, a in socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)]
     except (OSError, UnicodeError, ValueError) as exc:
         return None, 1, _why(exc)
     if not addrs:
@@ -251,10 +253,15 @@ def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interv
     ``connect_timeout`` s): a host that accepted and then went to sleep (or froze) is gone as soon
     as a check gets no answer, a slow service is still given ``timeout``. (Behind a NAT, or QEMU's
     user networking, every check is accepted: a sleeping host is then silent after ``timeout``, as
-    without the checks.) Returns (answered, gone_at): gone_at is when the check that got no
-    connection started, None otherwise."""
+    without the checks.) A check goes to the address ``conn`` is connected to (no name is
+    resolved: a resolver's failure is not the host's silence). Returns (answered, gone_at): gone_at
+    is when the check that got no connection started, None otherwise."""
     if matcher is None:
         return True, None
+    try:
+        peer = [(conn.family, conn.type, conn.proto, conn.getpeername())]
+    except OSError:                     # no longer connected: no greeting will come
+        return False, None
     end = clock() + timeout
     while True:
         left = end - clock()
@@ -267,7 +274,8 @@ def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interv
             return False, None              # closed, or a greeting that does not match
         at = clock()
         check, _tries, _why = first_connection(host, port, min(connect_timeout, max(0.05, end - at)),
-                                               connect_timeout, connect_timeout, in_flight=1, clock=clock)
+                                               connect_timeout, connect_timeout, in_flight=1, clock=clock,
+                                               addrs=peer)
         if check is None:
             return False, at
         check.close()

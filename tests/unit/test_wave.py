@@ -385,6 +385,27 @@ def test_a_host_that_accepted_and_then_went_silent_is_silent_without_the_greetin
         srv.close()
 
 
+def test_a_resolver_that_fails_meanwhile_is_not_a_host_gone(monkeypatch):
+    # A connected probe's checks go to the address it is connected to: the name is not resolved
+    # again, so a resolver failing meanwhile does not make a slow host silent.
+    from ansible.module_utils.fleetnap import observe
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    try:
+        conn = socket.create_connection(("127.0.0.1", srv.getsockname()[1]))
+
+        def refuse(*_a, **_k):
+            raise socket.gaierror(-3, "Temporary failure in name resolution")
+        monkeypatch.setattr(observe.socket, "getaddrinfo", refuse)
+        answered, gone_at = observe.greeting_or_gone(conn, observe.compile_greeting("^SSH-"), 1.2, "host.example",
+                                                     srv.getsockname()[1], 0.5, 0.05)
+        conn.close()
+        assert not answered and gone_at is None      # no greeting in time; never "gone"
+    finally:
+        srv.close()
+
+
 def test_a_host_whose_sshd_greets_slowly_is_not_silent():
     # Its kernel answers every connection and its sshd greets 0.4 s later, longer than silent_for:
     # it still answers (before a probe's greeting timeout), so it is never counted gone.
