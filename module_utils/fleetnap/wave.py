@@ -112,7 +112,8 @@ class Probe(object):
     not at the next probe after a connect timeout. A connection then gets ``probe_timeout`` for
     the greeting. Waiting for silence probes once per ``interval``: a connection attempt with no
     answer within ``connect_timeout`` is silence since it started; a connection that does not
-    greet is given ``probe_timeout`` while a new connection is tried every ``interval`` s, and
+    greet is given ``probe_timeout`` while a new connection is tried every ``interval`` s (at
+    least every observe.MIN_ATTEMPT_S), and
     the host is silent since the first of those that got no answer (it went to sleep, or froze,
     after it accepted: observe.greeting_or_gone)."""
 

@@ -368,42 +368,47 @@ def test_a_refused_port_is_tried_again_each_interval_and_says_why(monkeypatch):
     a.down()
 
 
+@contextlib.contextmanager
+def silent_listener(backlog):
+    """A port on 127.0.0.1 whose kernel accepts connections (up to ``backlog`` queued, later SYNs
+    dropped) and whose service never greets: yields the port."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(backlog)
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        with contextlib.suppress(OSError):
+            srv.shutdown(socket.SHUT_RDWR)
+        srv.close()
+
+
 def test_a_host_that_accepted_and_then_went_silent_is_silent_without_the_greeting_timeout():
     # The probe's connection is accepted by the kernel (queued), nothing greets, and every later
     # SYN is dropped (the queue is full): the host went to sleep after it accepted. It is silent
     # since the first new connection that got no answer, not after the 5 s greeting timeout.
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(0)
-    try:
+    with silent_listener(0) as port:
         probe = Probe(connect_timeout=0.3, probe_timeout=5.0, interval=0.05)
         t0 = time.monotonic()
-        silent, took, probes = probe.until_silent("127.0.0.1", srv.getsockname()[1], 10, 0.3)
+        silent, took, probes = probe.until_silent("127.0.0.1", port, 10, 0.3)
         assert silent and took is not None and probes >= 1
         assert time.monotonic() - t0 < 4.0      # not the 5 s greeting timeout
-    finally:
-        srv.close()
 
 
 def test_a_resolver_that_fails_meanwhile_is_not_a_host_gone(monkeypatch):
     # A connected probe's checks go to the address it is connected to: the name is not resolved
     # again, so a resolver failing meanwhile does not make a slow host silent.
     from ansible.module_utils.fleetnap import observe
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    try:
-        conn = socket.create_connection(("127.0.0.1", srv.getsockname()[1]))
+    with silent_listener(64) as port:
+        conn = socket.create_connection(("127.0.0.1", port))
 
         def refuse(*_a, **_k):
             raise socket.gaierror(-3, "Temporary failure in name resolution")
         monkeypatch.setattr(observe.socket, "getaddrinfo", refuse)
         answered, gone_at = observe.greeting_or_gone(conn, observe.compile_greeting("^SSH-"), 1.2, "host.example",
-                                                     srv.getsockname()[1], 0.5, 0.05)
+                                                     port, 0.5, 0.05)
         conn.close()
         assert not answered and gone_at is None      # no greeting in time; never "gone"
-    finally:
-        srv.close()
 
 
 def test_a_host_whose_sshd_greets_slowly_is_not_silent():
@@ -441,17 +446,12 @@ def test_a_host_whose_sshd_greets_slowly_is_not_silent():
 def test_a_hung_sshd_on_a_live_kernel_is_silent_after_the_greeting_timeout():
     # Connections are accepted and never greeted, and new ones are accepted too: no answer within
     # probe_timeout is silence since the probe began, as before.
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    try:
+    with silent_listener(64) as port:
         t0 = time.monotonic()
         silent, took, probes = Probe(connect_timeout=1.0, probe_timeout=0.5, interval=0.05).until_silent(
-            "127.0.0.1", srv.getsockname()[1], 10, 0.3)
+            "127.0.0.1", port, 10, 0.3)
         assert silent and took is not None and took < 0.1     # silent since the first probe began
         assert time.monotonic() - t0 >= 0.5     # the greeting timeout was given
-    finally:
-        srv.close()
 
 
 def test_a_wave_may_open_a_socket_per_waiting_syn_of_every_host():
