@@ -18,9 +18,11 @@ from ansible.module_utils.fleetnap.wave import Probe, Wave, resume_hook_in
 
 
 class FakeHost:
-    """A port on 127.0.0.1 that greets like sshd while the host is up, refuses while it is down."""
+    """A port on 127.0.0.1 that greets like sshd while the host is up (``greet_after`` s after a
+    connection), refuses while it is down."""
 
-    def __init__(self, up=False):
+    def __init__(self, up=False, greet_after=0.0):
+        self.greet_after = greet_after
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.port = s.getsockname()[1]
@@ -54,11 +56,16 @@ class FakeHost:
                 conn, _ = srv.accept()
             except OSError:
                 return
-            try:
-                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
-            except OSError:
-                pass
-            conn.close()
+            if self.greet_after:
+                threading.Thread(target=self._greet, args=(conn,), daemon=True).start()
+            else:
+                self._greet(conn)
+
+    def _greet(self, conn):
+        time.sleep(self.greet_after)
+        with contextlib.suppress(OSError):
+            conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+        conn.close()
 
     def down(self, after=0.0):
         def stop():
@@ -414,33 +421,13 @@ def test_a_resolver_that_fails_meanwhile_is_not_a_host_gone(monkeypatch):
 def test_a_host_whose_sshd_greets_slowly_is_not_silent():
     # Its kernel answers every connection and its sshd greets 0.4 s later, longer than silent_for:
     # it still answers (before a probe's greeting timeout), so it is never counted gone.
-    srv = socket.socket()
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-
-    def serve():
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-
-            def greet(c=conn):
-                time.sleep(0.4)
-                with contextlib.suppress(OSError):
-                    c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
-                c.close()
-            threading.Thread(target=greet, daemon=True).start()
-    threading.Thread(target=serve, daemon=True).start()
+    h = FakeHost(up=True, greet_after=0.4)
     try:
         silent, took, probes = Probe(connect_timeout=1.0, probe_timeout=3.0, interval=0.05).until_silent(
-            "127.0.0.1", srv.getsockname()[1], 1.5, 0.3)
+            "127.0.0.1", h.port, 1.5, 0.3)
         assert not silent and took is None and probes >= 2
     finally:
-        with contextlib.suppress(OSError):
-            srv.shutdown(socket.SHUT_RDWR)
-        srv.close()
+        h.down()
 
 
 def test_a_hung_sshd_on_a_live_kernel_is_silent_after_the_greeting_timeout():
