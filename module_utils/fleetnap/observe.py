@@ -153,7 +153,7 @@ def _why(exc):
 
 
 def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4, clock=time.monotonic,
-                     sleep=time.sleep, addrs=None):
+                     sleep=time.sleep, addrs=None, selector=selectors.DefaultSelector):
     """A connection to host:port within ``timeout`` s, a new attempt every ``interval`` s while
     the earlier ones still wait (each at most ``connect_timeout`` s, at most ``in_flight`` of them
     at a time; the oldest gives way to a new one once it has waited ``connect_timeout`` or
@@ -161,7 +161,8 @@ def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4
     whether its earlier SYNs were dropped (asleep: no connection until the kernel's retransmission
     at 1, 3, 7 s) or refused (booting). A name is resolved once, the attempts going round its
     addresses (``addrs``, when given: [(family, type, proto, sockaddr)], nothing is resolved).
-    Returns (socket or None, attempts, why there is none); the caller closes the socket. Nothing
+    ``clock``, ``sleep`` and ``selector`` (what waits for the attempts) are time's sources, given
+    by a test that runs the schedule in time of its own. Returns (socket or None, attempts, why there is none); the caller closes the socket. Nothing
     raises: a name that does not resolve is (None, 1, why) at once."""
     start = clock()
     deadline = start + timeout
@@ -185,7 +186,7 @@ def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4
         del waiting[s]
 
     try:
-        sel = selectors.DefaultSelector()
+        sel = selector()
         next_at = start
         while True:
             now = clock()
@@ -247,7 +248,8 @@ def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4
             sel.close()
 
 
-def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interval, clock=time.monotonic):
+def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interval, clock=time.monotonic,
+                     selector=selectors.DefaultSelector):
     """A connected socket's greeting within ``timeout`` s, while checking, every ``interval`` s
     (at least MIN_ATTEMPT_S) without one, that the host still answers a new connection (within
     ``connect_timeout`` s): a host that accepted and then went to sleep (or froze) is gone as soon
@@ -275,7 +277,7 @@ def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interv
         at = clock()
         check, _tries, _why = first_connection(host, port, min(connect_timeout, max(0.05, end - at)),
                                                connect_timeout, connect_timeout, in_flight=1, clock=clock,
-                                               addrs=peer)
+                                               addrs=peer, selector=selector)
         if check is None:
             return False, at
         check.close()

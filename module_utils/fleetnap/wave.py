@@ -27,6 +27,7 @@ host's result. Standard library only.
 
 from __future__ import annotations
 
+import selectors
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -118,13 +119,14 @@ class Probe(object):
     after it accepted: observe.greeting_or_gone)."""
 
     def __init__(self, greeting="^SSH-", connect_timeout=1.0, probe_timeout=3.0, interval=0.2,
-                 clock=time.monotonic, sleep=time.sleep):
+                 clock=time.monotonic, sleep=time.sleep, selector=selectors.DefaultSelector):
         self.matcher = compile_greeting(greeting) if isinstance(greeting, str) else greeting
         self.connect_timeout = connect_timeout
         self.probe_timeout = probe_timeout
         self.interval = interval
         self.clock = clock
         self.sleep = sleep
+        self.selector = selector
 
     def until_answer(self, address, port, timeout):
         """(answered, seconds to the answer or None, probes): probes counts the SYNs sent."""
@@ -134,7 +136,7 @@ class Probe(object):
         while True:
             conn, tries, _why = first_connection(address, port, max(0.05, deadline - self.clock()),
                                                  self.connect_timeout, self.interval, in_flight=IN_FLIGHT,
-                                                 clock=self.clock, sleep=self.sleep)
+                                                 clock=self.clock, sleep=self.sleep, selector=self.selector)
             probes += tries
             if conn is not None:
                 try:
@@ -152,13 +154,14 @@ class Probe(object):
         at = self.clock()
         conn, _tries, _why = first_connection(address, port, max(0.05, min(left, self.connect_timeout)),
                                               self.connect_timeout, self.connect_timeout, in_flight=1,
-                                              clock=self.clock, sleep=self.sleep)
+                                              clock=self.clock, sleep=self.sleep, selector=self.selector)
         if conn is None:
             return False, at
         try:
             answered, gone_at = greeting_or_gone(conn, self.matcher,
                                                  max(0.05, min(self.probe_timeout, left - (self.clock() - at))),
-                                                 address, port, self.connect_timeout, self.interval, clock=self.clock)
+                                                 address, port, self.connect_timeout, self.interval, clock=self.clock,
+                                                 selector=self.selector)
         finally:
             conn.close()
         if answered:

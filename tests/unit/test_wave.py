@@ -2,11 +2,21 @@
 gear_wave module): every host its own thread, methods in order, a BMC only through its slots,
 one host's failure only that host's result. Probes are real TCP on 127.0.0.1 (a host "answers"
 while a listener greets like sshd on its port); the BMC is the error path's stand-in (the real
-one, ipmi_sim, is driven in tests/sim/test_sim_power.py)."""
+one, ipmi_sim, is driven in tests/sim/test_sim_power.py).
+
+Two kinds of time. The tests of a probe's schedule (when it sends a SYN, when it sees an answer)
+run in VirtualTime: real sockets, and a clock that moves only when the probe sleeps or waits for
+its sockets with nothing to see, so what they assert is the algorithm's, whatever the machine's
+load. The tests of a whole wave (a thread per host, hosts that wake after a delay) wait in real
+time, so the file is marked real_time: make test runs it in its first stage, alone, and a host's
+delay starts from what the wave did (its magic packet, its suspend's time), never before.
+Bounds leave half a second and more for a busy moment."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import selectors
 import socket
 import threading
 import time
@@ -16,21 +26,29 @@ import pytest
 from ansible.module_utils.fleetnap.ipmi import IpmiError
 from ansible.module_utils.fleetnap.wave import Probe, Wave, resume_hook_in
 
+pytestmark = pytest.mark.real_time
+
 
 class FakeHost:
     """A port on 127.0.0.1 that greets like sshd while the host is up (``greet_after`` s after a
-    connection), refuses while it is down."""
+    connection), refuses while it is down. The port stays this host's from the start (a bound
+    socket that does not listen: refused): no other test's listener can take it while it is down."""
 
     def __init__(self, up=False, greet_after=0.0):
         self.greet_after = greet_after
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.port = s.getsockname()[1]
-        s.close()
+        self.keep = self._socket()
+        self.keep.bind(("127.0.0.1", 0))
+        self.port = self.keep.getsockname()[1]
         self.srv = None
         self.lock = threading.Lock()
         if up:
             self.up()
+
+    @staticmethod
+    def _socket():
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)    # the keeper and the listener share it
+        return s
 
     def up(self, after=0.0):
         def start():
@@ -39,8 +57,7 @@ class FakeHost:
             with self.lock:
                 if self.srv:
                     return
-                srv = socket.socket()
-                srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                srv = self._socket()
                 srv.bind(("127.0.0.1", self.port))
                 srv.listen(64)
                 self.srv = srv
@@ -83,6 +100,71 @@ class FakeHost:
             stop()
 
 
+class VirtualTime:
+    """A clock for one probe that moves only when the probe sleeps, or waits for its sockets
+    (through ``selector``) and nothing is there to see: then by the whole wait. ``at(t, action)``
+    runs ``action`` (a host that starts answering) once the time reaches ``t``. A probe that reads
+    the clock 1000 times without time moving fails the test instead of spinning."""
+
+    GRACE_S = 0.05      # what 127.0.0.1 needs at most to answer or refuse a SYN, in real time
+
+    def __init__(self):
+        self.now = 0.0
+        self.todo = []
+        self.reads = 0
+
+    def at(self, t, action):
+        self.todo.append((t, action))
+
+    def clock(self):
+        self.reads += 1
+        assert self.reads < 1000, "the probe read the clock 1000 times while no time passed"
+        self._due()
+        return self.now
+
+    def sleep(self, seconds):
+        if seconds > 0:
+            self.now += seconds
+            self.reads = 0
+        self._due()
+
+    def _due(self):
+        for item in [item for item in self.todo if item[0] <= self.now]:
+            self.todo.remove(item)
+            item[1]()
+
+    def selector(self):
+        return _VirtualSelector(self)
+
+
+class _VirtualSelector:
+    """A real selector whose waits are virtual: what the sockets have to say (a refusal, an
+    accepted connection) is seen in real time, a wait with nothing to see moves the clock."""
+
+    def __init__(self, vt):
+        self.vt = vt
+        self.real = selectors.DefaultSelector()
+
+    def register(self, fileobj, events):
+        return self.real.register(fileobj, events)
+
+    def unregister(self, fileobj):
+        return self.real.unregister(fileobj)
+
+    def close(self):
+        self.real.close()
+
+    def select(self, timeout):
+        ready = self.real.select(0) or self.real.select(VirtualTime.GRACE_S)
+        if not ready:
+            self.vt.sleep(timeout)
+        return ready
+
+
+def virtual_probe(vt, **kw):
+    return Probe(clock=vt.clock, sleep=vt.sleep, selector=vt.selector, **kw)
+
+
 class FakeBmc:
     """Chassis power of one FakeHost; counts commands in flight across all BMCs of a test."""
 
@@ -120,10 +202,18 @@ class FakeBmc:
             self.host.down()
 
 
-def wave(**kw):
+def wave(wakes=None, **kw):
+    """A wave over FakeHosts; ``wakes``: {name: (FakeHost, seconds)}, a host that boots that long
+    after its magic packet."""
     sent = []
+
+    def send_wol(h):
+        sent.append(h["name"])
+        if h["name"] in (wakes or {}):
+            host, after = wakes[h["name"]]
+            host.up(after=after)
     probe = Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05)
-    w = Wave(probe, lambda h: sent.append(h["name"]), **dict(dict(wol_timeout=1.0, ipmi_timeout=2.0,
+    w = Wave(probe, send_wol, **dict(dict(wol_timeout=1.0, ipmi_timeout=2.0,
                                                                       down_timeout=2.0, silent_for=0.2,
                                                                       bmc_poll=0.05), **kw))
     return w, sent
@@ -136,12 +226,11 @@ def entry(name, host, methods=("wol",), bmc=None, **kw):
 
 def test_wol_wakes_a_host_and_the_result_says_by_what():
     h = FakeHost()
-    w, sent = wave()
-    h.up(after=0.2)
+    w, sent = wave(wakes={"a": (h, 0.2)})
     r = w.wake([entry("a", h)])["a"]
     assert sent == ["a"]
     assert r["ok"] and r["method"] == "wol" and r["state"] == "on" and r["msg"] == "woke by wol"
-    assert 0.15 <= r["attempts"][0]["elapsed_s"] < 0.9
+    assert 0.0 < r["attempts"][0]["elapsed_s"] < 0.9
 
 
 def test_ipmi_takes_over_when_the_magic_packet_is_lost():
@@ -176,8 +265,7 @@ def test_cycle_unresponsive_reboots_it():
 def test_a_host_booting_since_the_magic_packet_is_waited_for_and_credited_to_wol():
     h = FakeHost()
     bmc = FakeBmc(h, power="on")                 # WoL from soft-off powered it on
-    w, _ = wave(wol_timeout=0.3)
-    h.up(after=0.8)                              # boots slower than the WoL wait
+    w, _ = wave(wakes={"a": (h, 0.8)}, wol_timeout=0.3)     # it boots slower than the WoL wait
     r = w.wake([entry("a", h, ("wol", "ipmi"), bmc, chassis_was_off=True)])["a"]
     assert r["ok"] and r["method"] == "wol" and bmc.commands == ["status"]
     assert "chassis on since the wake (booting), no command sent" in r["attempts"][1]["report"]
@@ -195,9 +283,7 @@ def test_no_bmc_and_no_answer_is_a_per_host_failure_with_every_attempt():
 def test_a_wave_costs_its_slowest_host_not_the_sum():
     hosts = [FakeHost() for _ in range(40)]
     delays = [0.02 * i for i in range(40)]                  # 0 .. 0.78 s
-    for h, d in zip(hosts, delays):
-        h.up(after=d)
-    w, sent = wave(wol_timeout=3.0)
+    w, sent = wave(wakes={"h%d" % i: (h, d) for i, (h, d) in enumerate(zip(hosts, delays))}, wol_timeout=3.0)
     t = time.monotonic()
     out = w.wake([entry("h%d" % i, h) for i, h in enumerate(hosts)])
     took = time.monotonic() - t
@@ -226,10 +312,11 @@ def test_an_unanswering_bmc_fails_only_its_host():
 
 def test_park_waits_for_hosts_that_suspended_themselves():
     a, b = FakeHost(up=True), FakeHost(up=True)
-    a.down(after=0.3)
+    since = time.time()
+    a.down(after=0.3)                           # it suspends 0.3 s after the command
     w, _ = wave(down_timeout=1.0)
-    out = w.park([entry("a", a, down_method="suspend", since=time.time()),
-                  entry("b", b, down_method="suspend", since=time.time())])
+    out = w.park([entry("a", a, down_method="suspend", since=since),
+                  entry("b", b, down_method="suspend", since=since)])
     assert out["a"]["ok"] and out["a"]["state"] == "asleep" and 0.2 <= out["a"]["wait_s"] < 0.9
     assert not out["b"]["ok"] and out["b"]["msg"].startswith("still answers 1 s after suspend")
     b.down()
@@ -270,14 +357,16 @@ def test_a_defect_in_one_host_step_does_not_lose_the_others():
         h.down()
 
 
-@pytest.mark.parametrize("connect", [0.3])
-def test_a_short_connect_sees_an_answer_without_waiting_for_syn_retransmits(connect):
-    # a refused port is retried at once; an answer 0.5 s later is seen within a probe interval
+def test_a_refused_port_is_tried_each_interval_and_an_answer_is_seen_at_the_next_attempt():
+    # A booting host refuses (its kernel is up, sshd not yet): tried again each interval, not
+    # after a connect timeout; it listens from 0.5 s on and the attempt after that sees it.
     h = FakeHost()
-    h.up(after=0.5)
-    ok, took, probes = Probe(connect_timeout=connect, probe_timeout=0.5, interval=0.05).until_answer(
+    vt = VirtualTime()
+    vt.at(0.5, h.up)
+    ok, took, probes = virtual_probe(vt, connect_timeout=0.3, probe_timeout=5.0, interval=0.05).until_answer(
         "127.0.0.1", h.port, 3)
-    assert ok and 0.45 <= took < 0.8 and probes > 2
+    assert ok and 0.5 <= took <= 0.5 + 0.05 + 1e-6, took
+    assert probes >= 11, probes                 # one SYN per interval while it refused, then the answer
     h.down()
 
 
@@ -292,18 +381,20 @@ class DroppingHost:
         self.port = self.srv.getsockname()[1]
         self.filler = socket.create_connection(("127.0.0.1", self.port))   # the queue is full now
 
-    def answer(self, after):
+    def answer(self):
+        """From now on a new SYN is answered (the filler is taken off the queue at once), and every
+        connection greeted."""
+        first, _ = self.srv.accept()
+        first.close()
+
         def serve():
-            time.sleep(after)
             while True:
                 try:
                     conn, _ = self.srv.accept()
                 except OSError:
                     return
-                try:
+                with contextlib.suppress(OSError):
                     conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
-                except OSError:
-                    pass
                 conn.close()
         threading.Thread(target=serve, daemon=True).start()
 
@@ -314,46 +405,77 @@ class DroppingHost:
         self.srv.close()
 
 
+def sockets_to(port):
+    """The inodes of this process's TCP sockets whose peer is 127.0.0.1:``port`` (whatever other
+    threads open or close meanwhile)."""
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink("/proc/self/fd/" + fd)
+            if link.startswith("socket:["):
+                mine.add(link[len("socket:["):-1])
+    found = set()
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            if int(fields[2].split(":")[1], 16) == port and fields[9] in mine:
+                found.add(fields[9])
+    return found
+
+
 def test_a_host_whose_syns_were_dropped_is_seen_without_waiting_for_a_retransmission():
     # Its first SYNs are dropped; it answers from 0.2 s on. One connection waiting for its
-    # connect timeout (3 s) would see it at the kernel's first retransmission (1 s); a new SYN
-    # every interval while the earlier ones wait sees it one interval later.
+    # connect timeout (3 s) would see it at the kernel's first retransmission (1 s). Four SYNs
+    # wait (0, 0.05, 0.1, 0.15 s); the oldest gives way at 0.5 s (observe.MIN_ATTEMPT_S) to a new
+    # one, which is answered.
     h = DroppingHost()
     try:
-        h.answer(after=0.2)
-        ok, took, probes = Probe(connect_timeout=3.0, probe_timeout=2.0, interval=0.05).until_answer(
+        vt = VirtualTime()
+        vt.at(0.2, h.answer)
+        ok, took, probes = virtual_probe(vt, connect_timeout=3.0, probe_timeout=5.0, interval=0.05).until_answer(
             "127.0.0.1", h.port, 5)
-        assert ok and 0.15 <= took < 0.9, took
-        assert probes >= 3, probes              # several SYNs were in flight before the answer
+        assert ok and 0.5 <= took <= 0.55 + 1e-6, took
+        assert probes == 5, probes              # four waited for nothing, the fifth was answered
     finally:
         h.close()
 
 
 def test_a_host_that_never_answers_costs_its_timeout_and_leaves_no_socket_open():
-    import os
     from ansible.module_utils.fleetnap.observe import first_connection
     h = DroppingHost()
-    before = len(os.listdir("/proc/self/fd"))
+    before = sockets_to(h.port)
     try:
-        conn, attempts, why = first_connection("127.0.0.1", h.port, 0.6, 0.3, 0.05, in_flight=10)
-        assert conn is None and attempts >= 6 and why == "no connection within 0.3 s"
+        assert len(before) == 1                 # the filler
+        # a new SYN every 0.05 s, each dropped after its connect timeout (0.3 s): 12 in 0.6 s
+        vt = VirtualTime()
+        conn, attempts, why = first_connection("127.0.0.1", h.port, 0.6, 0.3, 0.05, in_flight=10,
+                                               clock=vt.clock, sleep=vt.sleep, selector=vt.selector)
+        assert conn is None and 12 <= attempts <= 13 and why == "no connection within 0.3 s", (attempts, why)
+        assert 0.6 <= vt.now <= 0.6 + 0.05 + 1e-6, vt.now
         # at most in_flight SYNs wait: the oldest gives way to the next once it has waited its
-        # connect timeout or MIN_ATTEMPT_S (never a mere interval: a far host still connects)
-        conn, attempts, why = first_connection("127.0.0.1", h.port, 1.2, 5.0, 0.05, in_flight=2)
-        assert conn is None and 3 <= attempts <= 6 and why == "no connection within 0.5 s", (attempts, why)
-        ok, took, probes = Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05).until_answer(
+        # connect timeout or MIN_ATTEMPT_S (never a mere interval: a far host still connects).
+        # In 1.2 s: 0 and 0.05; 0.5 and 0.55; 1.0 and 1.05.
+        vt = VirtualTime()
+        conn, attempts, why = first_connection("127.0.0.1", h.port, 1.2, 5.0, 0.05, in_flight=2,
+                                               clock=vt.clock, sleep=vt.sleep, selector=vt.selector)
+        assert conn is None and attempts == 6 and why == "no connection within 0.5 s", (attempts, why)
+        vt = VirtualTime()
+        ok, took, probes = virtual_probe(vt, connect_timeout=0.3, probe_timeout=0.5, interval=0.05).until_answer(
             "127.0.0.1", h.port, 0.6)
-        assert not ok and took is None and probes >= 6
+        assert not ok and took is None and probes >= 6, probes
+        assert sockets_to(h.port) == before     # every attempt's socket is closed
     finally:
         h.close()
-    assert len(os.listdir("/proc/self/fd")) == before - 2     # the listener and the filler only
 
 
 def test_a_refused_port_is_tried_again_each_interval_and_says_why(monkeypatch):
     from ansible.module_utils.fleetnap import observe
     h = FakeHost()                      # nothing listens: every SYN is answered by a reset
-    conn, attempts, why = observe.first_connection("127.0.0.1", h.port, 0.5, 1.0, 0.05)
-    assert conn is None and attempts >= 4 and why == "no connection (Connection refused)"
+    vt = VirtualTime()
+    conn, attempts, why = observe.first_connection("127.0.0.1", h.port, 0.5, 1.0, 0.05, clock=vt.clock,
+                                                   sleep=vt.sleep, selector=vt.selector)
+    assert conn is None and 10 <= attempts <= 11 and why == "no connection (Connection refused)", (attempts, why)
     # a name that does not resolve, or that the resolver refuses, is an answer at once, not a raise
     for bad, exc in (("no-such-host.invalid", socket.gaierror(-2, "Name or service not known")),
                      ("a" * 64 + ".example", UnicodeError("label too long"))):
@@ -437,7 +559,7 @@ def test_a_hung_sshd_on_a_live_kernel_is_silent_after_the_greeting_timeout():
         t0 = time.monotonic()
         silent, took, probes = Probe(connect_timeout=1.0, probe_timeout=0.5, interval=0.05).until_silent(
             "127.0.0.1", port, 10, 0.3)
-        assert silent and took is not None and took < 0.1     # silent since the first probe began
+        assert silent and probes == 1 and took is not None and took < 0.5     # silent since the first probe began
         assert time.monotonic() - t0 >= 0.5     # the greeting timeout was given
 
 
