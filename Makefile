@@ -66,7 +66,9 @@ TEST_TMP ?= /tmp/fleetnap-test
 # working checkout, but 855 s on a clean clone, where two took 519 s the day before (every test
 # 2-3x slower than with two): not reproduced, not kept.
 UNIT_WORKERS ?= 2
-test-unit: test-live test-unit-rest
+test-unit:     # one after the other, also under make -j: test-live wants a quiet machine
+	$(MAKE) test-live
+	$(MAKE) test-unit-rest
 
 # The tests that measure or change this kernel's idle states (live_kernel): alone, on a quiet
 # machine. make test runs them as its first stage: beside the lab's suite (TCG guests busy on both

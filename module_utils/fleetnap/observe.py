@@ -249,15 +249,17 @@ def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4
 
 
 def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interval, clock=time.monotonic,
-                     selector=selectors.DefaultSelector):
+                     sleep=time.sleep, selector=selectors.DefaultSelector):
     """A connected socket's greeting within ``timeout`` s, while checking, every ``interval`` s
     (at least MIN_ATTEMPT_S) without one, that the host still answers a new connection (within
     ``connect_timeout`` s): a host that accepted and then went to sleep (or froze) is gone as soon
     as a check gets no answer, a slow service is still given ``timeout``. (Behind a NAT, or QEMU's
     user networking, every check is accepted: a sleeping host is then silent after ``timeout``, as
     without the checks.) A check goes to the address ``conn`` is connected to (no name is
-    resolved: a resolver's failure is not the host's silence). Returns (answered, gone_at): gone_at
-    is when the check that got no connection started, None otherwise."""
+    resolved: a resolver's failure is not the host's silence). Returns (answered, gone_at): answered
+    is True (greeted), False (closed, or a greeting that does not match, or gone) or None (no
+    greeting within ``timeout`` while every check was answered); gone_at is when the check that got
+    no connection started, None otherwise."""
     if matcher is None:
         return True, None
     try:
@@ -268,7 +270,7 @@ def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interv
     while True:
         left = end - clock()
         if left <= 0:
-            return False, None
+            return None, None
         answered, seen = greeted(conn, matcher, min(left, max(interval, MIN_ATTEMPT_S)))
         if answered:
             return True, None
@@ -277,7 +279,7 @@ def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interv
         at = clock()
         check, _tries, _why = first_connection(host, port, min(connect_timeout, max(0.05, end - at)),
                                                connect_timeout, connect_timeout, in_flight=1, clock=clock,
-                                               addrs=peer, selector=selector)
+                                               sleep=sleep, addrs=peer, selector=selector)
         if check is None:
             return False, at
         check.close()

@@ -150,27 +150,33 @@ class Probe(object):
             self.sleep(self.interval)
 
     def _silent_probe(self, address, port, left):
-        """One probe for silence: (answered, since when it has been silent, or None)."""
+        """One probe for silence: (answered, since when it has been silent, or None). answered is
+        None (undecided) when the probe connected and its greeting's wait, cut short by ``left``,
+        ran out while the host still answered new connections: a slow sshd is not silent for
+        having had less than ``probe_timeout`` to greet."""
         at = self.clock()
         conn, _tries, _why = first_connection(address, port, max(0.05, min(left, self.connect_timeout)),
                                               self.connect_timeout, self.connect_timeout, in_flight=1,
                                               clock=self.clock, sleep=self.sleep, selector=self.selector)
         if conn is None:
             return False, at
+        wait = max(0.05, min(self.probe_timeout, left - (self.clock() - at)))
         try:
-            answered, gone_at = greeting_or_gone(conn, self.matcher,
-                                                 max(0.05, min(self.probe_timeout, left - (self.clock() - at))),
-                                                 address, port, self.connect_timeout, self.interval, clock=self.clock,
+            answered, gone_at = greeting_or_gone(conn, self.matcher, wait, address, port, self.connect_timeout,
+                                                 self.interval, clock=self.clock, sleep=self.sleep,
                                                  selector=self.selector)
         finally:
             conn.close()
         if answered:
             return True, None
+        if answered is None and wait < self.probe_timeout:
+            return None, None
         return False, at if gone_at is None else gone_at
 
     def until_silent(self, address, port, timeout, silent_for):
         """Until no answer for ``silent_for`` s: (silent, seconds to the first silent probe or
-        None, probes)."""
+        None, probes). An undecided probe (its greeting's wait cut short by the deadline) neither
+        starts nor ends a silence."""
         start = self.clock()
         deadline = start + timeout
         probes, silent_since = 0, None
@@ -179,7 +185,7 @@ class Probe(object):
             answered, since = self._silent_probe(address, port, max(0.05, deadline - self.clock()))
             if answered:
                 silent_since = None
-            elif silent_since is None:
+            elif answered is not None and silent_since is None:
                 silent_since = since
             now = self.clock()
             if silent_since is not None and now - silent_since >= silent_for:

@@ -29,6 +29,8 @@ failsoon:
 \t@sleep 0.5; echo failsoon >> order; exit 3
 slow:
 \t@echo slow-start >> order; sleep 3; echo slow-end >> order
+untilbg:
+\t@echo slow-start >> order; i=0; until grep -q bg-start order || [ $$i -ge 300 ]; do sleep 0.1; i=$$((i+1)); done; echo slow-end >> order
 skips:
 \t@printf 'x\\nskipped: 2 tests\\n  2 this kernel can suspend\\nskipped: 1 test\\n'
 verify:
@@ -70,10 +72,12 @@ def test_a_failed_background_target_prints_its_log_and_the_stage_still_runs(tmp_
 
 
 def test_stages_beside_run_at_nice_19_from_their_stage_on_and_are_waited_for(tmp_path):
-    proc, order = run(tmp_path, "b", "slow", "a", "--beside", "niced,bg:slow", "--finally", "down")
+    # the stage (untilbg) lasts until bg has started (at most 30 s): at nice 19 on a busy machine
+    # the chain beside it may take longer than any fixed sleep to get there
+    proc, order = run(tmp_path, "b", "untilbg", "a", "--beside", "niced,bg:untilbg", "--finally", "down")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # not before their stage; at the lowest priority (19, what this test may already run at); one
-    # after the other; beside their stage (niced and bg both started before 'slow' ended); the
+    # after the other; beside their stage (niced and bg both started before the stage ended); the
     # stage after it waits for them
     assert order.index("b") < order.index("slow-start") < order.index("niced-19")
     assert "io-idle" in order       # and in the idle I/O class: its disk writes wait for the stage's

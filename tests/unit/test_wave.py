@@ -15,11 +15,13 @@ Bounds leave half a second and more for a busy moment."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import selectors
 import socket
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -29,12 +31,25 @@ from ansible.module_utils.fleetnap.wave import Probe, Wave, resume_hook_in
 pytestmark = pytest.mark.real_time
 
 
+@pytest.fixture(autouse=True)
+def _hosts_closed():
+    """Every FakeHost of a test is down and lets its port go when the test ends (no listener,
+    serving thread or port of one test left in the next)."""
+    FakeHost.made = []
+    yield
+    for h in FakeHost.made:
+        h.close()
+
+
 class FakeHost:
     """A port on 127.0.0.1 that greets like sshd while the host is up (``greet_after`` s after a
     connection), refuses while it is down. The port stays this host's from the start (a bound
     socket that does not listen: refused): no other test's listener can take it while it is down."""
 
+    made = []
+
     def __init__(self, up=False, greet_after=0.0):
+        FakeHost.made.append(self)
         self.greet_after = greet_after
         self.keep = self._socket()
         self.keep.bind(("127.0.0.1", 0))
@@ -99,6 +114,10 @@ class FakeHost:
         else:
             stop()
 
+    def close(self):
+        self.down()
+        self.keep.close()
+
 
 class VirtualTime:
     """A clock for one probe that moves only when the probe sleeps, or waits for its sockets
@@ -112,11 +131,18 @@ class VirtualTime:
         self.now = 0.0
         self.todo = []
         self.reads = 0
+        self.real_start = None
+
+    def real_elapsed(self):
+        """Real seconds since the probe first read this clock."""
+        return time.monotonic() - self.real_start
 
     def at(self, t, action):
         self.todo.append((t, action))
 
     def clock(self):
+        if self.real_start is None:
+            self.real_start = time.monotonic()
         self.reads += 1
         assert self.reads < 1000, "the probe read the clock 1000 times while no time passed"
         self._due()
@@ -429,14 +455,19 @@ def test_a_host_whose_syns_were_dropped_is_seen_without_waiting_for_a_retransmis
     # connect timeout (3 s) would see it at the kernel's first retransmission (1 s). Four SYNs
     # wait (0, 0.05, 0.1, 0.15 s); the oldest gives way at 0.5 s (observe.MIN_ATTEMPT_S) to a new
     # one, which is answered.
+    # The kernel retransmits a dropped SYN 1 s (real) after it: a test thread that lost the CPU
+    # that long may see an old SYN answered after 0.2 s instead.
     h = DroppingHost()
     try:
         vt = VirtualTime()
         vt.at(0.2, h.answer)
         ok, took, probes = virtual_probe(vt, connect_timeout=3.0, probe_timeout=5.0, interval=0.05).until_answer(
             "127.0.0.1", h.port, 5)
-        assert ok and 0.5 <= took <= 0.55 + 1e-6, took
-        assert probes == 5, probes              # four waited for nothing, the fifth was answered
+        if vt.real_elapsed() < 0.95:
+            assert ok and 0.5 <= took <= 0.55 + 1e-6, took
+            assert probes == 5, probes          # four waited for nothing, the fifth was answered
+        else:
+            assert ok and 0.2 <= took <= 0.55 + 1e-6 and probes in (4, 5), (took, probes)
     finally:
         h.close()
 
@@ -445,6 +476,9 @@ def test_a_host_that_never_answers_costs_its_timeout_and_leaves_no_socket_open()
     from ansible.module_utils.fleetnap.observe import first_connection
     h = DroppingHost()
     before = sockets_to(h.port)
+    unclosed = warnings.catch_warnings(record=True)
+    seen = unclosed.__enter__()
+    warnings.simplefilter("always", ResourceWarning)
     try:
         assert len(before) == 1                 # the filler
         # a new SYN every 0.05 s, each dropped after its connect timeout (0.3 s): 12 in 0.6 s
@@ -463,9 +497,13 @@ def test_a_host_that_never_answers_costs_its_timeout_and_leaves_no_socket_open()
         vt = VirtualTime()
         ok, took, probes = virtual_probe(vt, connect_timeout=0.3, probe_timeout=0.5, interval=0.05).until_answer(
             "127.0.0.1", h.port, 0.6)
-        assert not ok and took is None and probes >= 6, probes
-        assert sockets_to(h.port) == before     # every attempt's socket is closed
+        # 0, 0.05, 0.1, 0.15; each given way to after its connect timeout (0.3 s): 0.3 .. 0.45
+        assert not ok and took is None and probes == 8, probes
+        assert sockets_to(h.port) == before     # no attempt's socket is left open ...
+        gc.collect()
+        assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []   # ... or left to the GC
     finally:
+        unclosed.__exit__(None, None, None)
         h.close()
 
 
@@ -540,16 +578,16 @@ def test_a_resolver_that_fails_meanwhile_is_not_a_host_gone(monkeypatch):
         assert not answered and gone_at is None      # no greeting in time; never "gone"
 
 
-def test_a_host_whose_sshd_greets_slowly_is_not_silent():
+@pytest.mark.parametrize("timeout", [0.35, 0.7, 0.8, 1.5])
+def test_a_host_whose_sshd_greets_slowly_is_not_silent(timeout):
     # Its kernel answers every connection and its sshd greets 0.4 s later, longer than silent_for:
-    # it still answers (before a probe's greeting timeout), so it is never counted gone.
+    # it still answers (before a probe's greeting timeout), so it is never counted gone, also when
+    # the last probe's wait for the greeting is cut short by the deadline (before: 0.35 s and
+    # 0.8 s called it silent, the wait ran out before the greeting came).
     h = FakeHost(up=True, greet_after=0.4)
-    try:
-        silent, took, probes = Probe(connect_timeout=1.0, probe_timeout=3.0, interval=0.05).until_silent(
-            "127.0.0.1", h.port, 1.5, 0.3)
-        assert not silent and took is None and probes >= 2
-    finally:
-        h.down()
+    silent, took, probes = Probe(connect_timeout=1.0, probe_timeout=3.0, interval=0.05).until_silent(
+        "127.0.0.1", h.port, timeout, 0.3)
+    assert not silent and took is None and probes >= 1, (silent, took, probes)
 
 
 def test_a_hung_sshd_on_a_live_kernel_is_silent_after_the_greeting_timeout():
