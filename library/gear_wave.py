@@ -303,6 +303,8 @@ options:
       - Seconds without an answer after which a host counts as gone. A connection that does not greet is given
         O(probe_timeout), unless a new connection tried meanwhile (every O(interval) seconds, at least every half
         second) gets no answer; then the host went to sleep after it accepted, and is silent since that attempt.
+      - A probe left less than O(probe_timeout) before O(down_timeout) whose greeting does not come in that time,
+        while new connections are still answered, decides nothing (a slow sshd is not taken for a parked host).
     type: float
     default: 2
   probe_timeout:

@@ -162,8 +162,9 @@ def first_connection(host, port, timeout, connect_timeout, interval, in_flight=4
     at 1, 3, 7 s) or refused (booting). A name is resolved once, the attempts going round its
     addresses (``addrs``, when given: [(family, type, proto, sockaddr)], nothing is resolved).
     ``clock``, ``sleep`` and ``selector`` (what waits for the attempts) are time's sources, given
-    by a test that runs the schedule in time of its own. Returns (socket or None, attempts, why there is none); the caller closes the socket. Nothing
-    raises: a name that does not resolve is (None, 1, why) at once."""
+    by a test that runs the schedule in time of its own. Returns (socket or None, attempts, why
+    there is none); the caller closes the socket. Nothing raises: a name that does not resolve is
+    (None, 1, why) at once."""
     start = clock()
     deadline = start + timeout
     in_flight = max(1, int(in_flight))
