@@ -588,6 +588,8 @@ GEAR_WAVE = [
     ("ipmi_timeout a day", dict(GW, ipmi_timeout=86400), "option ipmi_timeout: must be > 0 and <= 3600"),
     ("down_timeout inf", dict(GW, down_timeout=INF), "option down_timeout: must be a finite number"),
     ("silent_for negative", dict(GW, silent_for=-1), "option silent_for: must be >= 0"),
+    ("probe_timeout 0", dict(GW, probe_timeout=0), "option probe_timeout: must be > 0 and <= 60"),
+    ("probe_timeout a minute and more", dict(GW, probe_timeout=61), "option probe_timeout: must be > 0 and <= 60"),
     ("connect_timeout 0", dict(GW, connect_timeout=0), "option connect_timeout: must be > 0"),
     ("interval 0", dict(GW, interval=0), "option interval: must be >= 0.01"),
     ("wol_repeat 0", dict(GW, wol_repeat=0), "option wol_repeat: must be >= 1"),
