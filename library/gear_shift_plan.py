@@ -28,6 +28,7 @@ version_added: "0.1.0"
 author:
   - fleetnap contributors (@fleetnap)
 extends_documentation_fragment:
+  - fleetnap.power.gear_target
   - fleetnap.power.attributes
 options:
   hosts:
@@ -44,24 +45,6 @@ options:
         V(1)/V(0), V(on)/V(off)); V("0") and V("no") are false, anything else is refused naming the host.
     type: dict
     required: true
-  replicas:
-    description: Number of gear groups r (the replication factor).
-    type: int
-    default: 3
-  gmin:
-    description: Lowest gear allowed.
-    type: int
-    default: 1
-  gear:
-    description: Target gear. The groups come from the rotation of O(date).
-    type: int
-  groups_on:
-    description: Target groups, for example M(gear_plan)'s C(now.groups_on).
-    type: list
-    elements: int
-  date:
-    description: Date (YYYY-MM-DD) whose rotation O(gear) uses. Default today on the controller.
-    type: str
   state_file:
     description: The previous shift's state file (JSON, C(hosts.NAME.state)). Missing means every host is expected on.
     type: path
@@ -290,59 +273,20 @@ journal_written:
   type: bool
 """
 
-import time
-from datetime import date as dt_date
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap import fileio, journal
+from ansible.module_utils.fleetnap import fileio, shiftplan
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import ShiftError, batch_count, batches, bmc_check, plan_from
-from ansible.module_utils.fleetnap.validate import ParamError, all_of, check_params, items, number, numbers, path, text
+from ansible.module_utils.fleetnap.gearshift import ShiftError
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, items
 
-CHECKS = {
-    "hosts": items(100000),
-    "replicas": number(lo=1, hi=100, integer=True),
-    "gmin": number(lo=1, hi=100, integer=True),
-    "gear": number(lo=0, hi=100, integer=True),       # within [gmin, replicas]: checked by the plan
-    "groups_on": all_of(items(100), numbers(lo=1, hi=100, integer=True)),
-    "date": text(max_len=32),
-    "state_file": path(),
-    "resume_dir": path(),
-    "park_off_after_h": number(lo=0, lo_open=True, hi=24 * 366),
-    "batch_size": text(max_len=8),
-    "wake_batch_size": text(max_len=8),
-    "lock_file": path(),
-}
-
-
-def step_hosts(wake_hosts, observed, health, undrain, scheduler):
-    """The hosts of the wake phase that need a step run on them once back (see RV(step_hosts))."""
-    if scheduler == "slurm":
-        return list(wake_hosts) if health else []
-    if health or undrain:
-        return list(wake_hosts)
-    return [h for h in wake_hosts if (observed.get(h) or {}).get("resume_hook") is not True]
+CHECKS = dict(shiftplan.CHECKS, hosts=items(100000))
 
 
 def main():
+    spec = shiftplan.options()
+    spec.update(hosts=dict(type="dict", required=True), lock_file=dict(type="path"))
     module = AnsibleModule(
-        argument_spec=dict(
-            hosts=dict(type="dict", required=True),
-            replicas=dict(type="int", default=3),
-            gmin=dict(type="int", default=1),
-            gear=dict(type="int"),
-            groups_on=dict(type="list", elements="int"),
-            date=dict(type="str"),
-            state_file=dict(type="path"),
-            resume_dir=dict(type="path"),
-            park_off_after_h=dict(type="float"),
-            batch_size=dict(type="str", default="100%"),
-            wake_batch_size=dict(type="str", default="100%"),
-            wake_health=dict(type="bool", default=False),
-            wake_undrain=dict(type="bool", default=False),
-            scheduler=dict(type="str", default="none", choices=["none", "slurm"]),
-            lock_file=dict(type="path"),
-        ),
+        argument_spec=spec,
         mutually_exclusive=[("gear", "groups_on")],
         required_by={"lock_file": "state_file"},
         required_one_of=[("gear", "groups_on")],
@@ -351,30 +295,10 @@ def main():
     check_params(module, CHECKS)
     p = module.params
     try:
-        day = None
-        if p["date"]:
-            try:
-                day = dt_date.fromisoformat(p["date"])
-            except ValueError:
-                raise ShiftError("date %r is not YYYY-MM-DD" % p["date"])
-        # the batch sizes' syntax, before plan_from reads the state file and the S3 records
-        batch_count(p["wake_batch_size"], 1, "wake_batch_size")
-        batch_count(p["batch_size"], 1, "batch_size")
-        out = plan_from(p["hosts"], p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day,
-                        state_file=p["state_file"], resume_dir=p["resume_dir"],
-                        park_off_after_h=p["park_off_after_h"])
-        out["bmc_check"] = bmc_check(p["hosts"], out)
-        out["wake_batches"] = batches(out["wake_phase_hosts"], p["wake_batch_size"], "wake_batch_size")
-        out["step_hosts"] = step_hosts(out["wake_phase_hosts"], p["hosts"], p["wake_health"], p["wake_undrain"],
-                                       p["scheduler"])
-        out["down_batches"] = batches(out["down_hosts"], p["batch_size"], "batch_size")
-        out["journal_written"] = False
+        # the date and the batch sizes' syntax, before plan_from reads the state file and the S3 records
+        out = shiftplan.make(p, p["hosts"], shiftplan.day_of(p))
         if p["lock_file"]:
-            doc = journal.read(p["state_file"])
-            out["resumed"] = journal.begin(doc, journal.shift_of(p["lock_file"]), out, journal.stamp(time.time()))
-            if not module.check_mode:
-                journal.write(p["state_file"], doc, module)
-                out["journal_written"] = True
+            shiftplan.into_journal(module, p["state_file"], p["lock_file"], out)
     except (ShiftError, GearError, ParamError) as e:
         module.fail_json(msg=str(e))
     except (OSError, fileio.HostFsError) as e:

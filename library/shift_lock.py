@@ -142,14 +142,8 @@ held:
   type: bool
 """
 
-import os
-import time
-import uuid
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.shiftlock import (
-    TOKEN, LockError, alive, cmdline, create, describe, guarded, is_lease, playbook_ancestor, read, release, stat,
-)
+from ansible.module_utils.fleetnap.shiftlock import TOKEN, call
 from ansible.module_utils.fleetnap.validate import check_params, name, number, path as path_check, text
 
 CHECKS = {
@@ -175,92 +169,8 @@ def main():
         mutually_exclusive=[("pid", "lease"), ("pid", "lease_id")],
         supports_check_mode=True,
     )
-    p = module.params
     check_params(module, CHECKS)
-    path = p["path"]
-    now = time.time()
-    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    leased = p["lease"] is not None or p["lease_id"] is not None
-    if leased:
-        if p["state"] == "present" and p["lease"] is None:
-            module.fail_json(msg="option lease_id: taking a lease needs option lease (its length in seconds)", held=False)
-        if p["state"] == "absent" and p["lease_id"] is None:
-            module.fail_json(msg="option lease: releasing a lease needs option lease_id (the lease's token)", held=False)
-        pid, st = None, None
-        me = {"token": p["lease_id"] or uuid.uuid4().hex, "since": since, "expires": int(now) + (p["lease"] or 0),
-              "purpose": p["purpose"]}
-    else:
-        pid = p["pid"] if p["pid"] is not None else playbook_ancestor()
-        if pid is None:
-            module.fail_json(msg="shift_lock: no ansible-playbook process above this module (PID %d); run it from "
-                                 "ansible-playbook on the controller (delegate_to: localhost) or set pid" % os.getpid())
-        st = stat(pid)
-        if st is None:
-            module.fail_json(msg="shift_lock: owner PID %d is not a running process" % pid)
-        me = {"pid": pid, "start_time": st[1], "cmdline": cmdline(pid), "since": since, "purpose": p["purpose"]}
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        if module.check_mode:
-            module.exit_json(changed=p["state"] == "present", held=p["state"] == "present",
-                             owner=me if p["state"] == "present" else {})
-        try:
-            # exist_ok: another taker may create it between the check above and this call (the
-            # race test's takers did); a file there is still refused
-            os.makedirs(directory, 0o755, exist_ok=True)
-        except OSError as e:
-            module.fail_json(msg="cannot create the lock's directory %s: %s" % (directory, e), held=False)
-    # Every decision about the lock is taken holding the guard: read, decide and write cannot
-    # interleave between two takers (or a taker and a releaser). Check mode decides and writes
-    # nothing (not even the guard).
-    try:
-        if module.check_mode:
-            result = _decide(module, p, path, pid, st, me)
-        else:
-            with guarded(path):
-                result = _decide(module, p, path, pid, st, me)
-    except LockError as e:
-        module.fail_json(msg=str(e), owner=e.owner, held=e.held)
-    module.exit_json(**result)
-
-
-def _decide(module, p, path, pid, st, me):
-    if p["state"] == "absent":
-        return release(path, pid, st[1] if st else None, force=p["force"], check=module.check_mode, token=p["lease_id"])
-    current = read(path)
-    if "token" in me:
-        mine = is_lease(current) and current.get("token") == me["token"]
-    else:
-        mine = current is not None and not is_lease(current) and current.get("pid") == pid and \
-            current.get("start_time") == st[1]
-
-    if mine and "token" not in me:
-        return {"changed": False, "held": True, "owner": current}
-    result = {"changed": True, "held": True, "owner": me}
-    if mine:        # the same lease taken again: renewed from now, since it was first taken
-        me["since"] = current.get("since", me["since"])
-        result["renewed"] = True
-    elif current is not None:
-        if alive(current):
-            module.fail_json(msg="another shift holds the lock %s: %s. Wait until it finishes; if that %s the next run "
-                                 "takes the lock over" % (path, describe(current), "lease expires," if is_lease(current)
-                                                          else "process is gone"),
-                             owner=current, held=False)
-        result["took_over"] = current
-        module.warn("lock %s was left by %s, which %s: taking it over"
-                    % (path, describe(current), "has expired" if is_lease(current)
-                       else "is no longer running (an interrupted run)"))
-    if module.check_mode:
-        return result
-    if current is not None:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-    if not create(path, me):
-        other = read(path) or {}
-        module.fail_json(msg="another process created the lock %s at the same moment: %s" % (path, describe(other)),
-                         owner=other, held=False)
-    return result
+    module.exit_json(**call(module, module.params))
 
 
 if __name__ == "__main__":

@@ -557,6 +557,51 @@ GEAR_OBSERVE = [
 ]
 
 
+# gear_shift_prepare: the lock a lease (the forked runner has no ansible-playbook above it), every
+# host probing 127.0.0.1:9 (nothing greets there) when an input is wrongly accepted. Every option is
+# checked before the lock is taken: {tmp} stays as it was. A failure after the lock was taken (a
+# state file or a host record the plan refuses) releases it: the lock in {in}, beside the guard
+# every use of a lock leaves, is gone again and {in} is as it was.
+PH = dict(OH, inventory={"group": 1, "up_methods": ["wol"]})
+GP = {"hosts": [PH], "probe_timeout": 0.2, "rate_limit_dir": "{tmp}/rl", "lock_file": "{tmp}/gear/shift.lock",
+      "state_file": "{tmp}/gear/state.json", "lease": 60, "gear": 1, "replicas": 1}
+GP_IN = dict(GP, lock_file="{in}/shift.lock", state_file="{in}/state.json")
+RELEASED = "(the gear-shift lock was released)"
+GEAR_SHIFT_PREPARE = [
+    ("lock_file missing", {k: v for k, v in GP.items() if k != "lock_file"}, "missing required arguments: lock_file"),
+    ("state_file missing", {k: v for k, v in GP.items() if k != "state_file"}, "missing required arguments: state_file"),
+    ("lock_file relative", dict(GP, lock_file="gear/shift.lock"), "option lock_file: must be an absolute path"),
+    ("state_file with ..", dict(GP, state_file="{tmp}/../state.json"), "option state_file: '..' is not allowed"),
+    ("purpose too long", dict(GP, purpose="p" * 600), "option purpose: at most 500 characters"),
+    ("lease 0", dict(GP, lease=0), "option lease: must be >= 1"),
+    ("lease of a year", dict(GP, lease=31536000), "option lease: must be >= 1 and <= 604800"),
+    ("journal a word", dict(GP, journal="perhaps"), "journal"),
+    ("gear and groups_on", dict(GP, groups_on=[1]), "mutually exclusive: gear|groups_on"),
+    ("neither gear nor groups_on", {k: v for k, v in GP.items() if k != "gear"}, "one of the following is required"),
+    ("gear above replicas", dict(GP, gear=4, replicas=3), "gear 4 is outside [gmin 1, replicas 3]"),
+    ("date not a date", dict(GP, date="tomorrow"), "date 'tomorrow' is not YYYY-MM-DD"),
+    ("batch_size half", dict(GP, batch_size="half"), "option batch_size: must be a number of hosts or a percentage"),
+    ("wake_batch_size negative", dict(GP, wake_batch_size="-1"), "option wake_batch_size: must be a number of hosts"),
+    ("park_off_after_h 0", dict(GP, park_off_after_h=0), "option park_off_after_h: must be > 0"),
+    ("scheduler pbs", dict(GP, scheduler="pbs"), "scheduler"),
+    ("probe_timeout nan", dict(GP, probe_timeout=NAN), "option probe_timeout: must be a finite number"),
+    ("wake_probe_timeout 0", dict(GP, wake_probe_timeout=0), "option wake_probe_timeout: must be > 0"),
+    ("host listed twice", dict(GP, hosts=[PH, PH]), "option hosts[1].name: 'h1' is listed twice"),
+    ("inventory names an observation", dict(GP, hosts=[dict(PH, inventory={"ssh": True, "group": 1})]),
+     "option hosts[0].inventory: ssh name(s) what is observed"),
+    ("record misspelt password", dict(GP, hosts=[dict(OH, record={"fleetnap_bmc_pasword": "x"})]),
+     "hosts.record.fleetnap_bmc_pasword"),
+    ("unknown option", dict(GP, pid=1), "Unsupported parameters"),
+    # the lock
+    ("held by a live process", GP_IN, "another shift holds the lock"),
+    ("lock directory under a file", dict(GP, lock_file="{tmp}/marker/shift.lock"), "cannot create the lock's directory"),
+    # after the lock: released, and said so
+    ("state file not JSON, after the lock", GP_IN, "state file {in}/state.json is unreadable"),
+    ("state file not JSON, the lock released", GP_IN, RELEASED),
+    ("host without a gear group, after the lock", dict(GP_IN, hosts=[dict(OH, inventory={"up_methods": ["wol"]})]),
+     RELEASED),
+]
+
 # gear_wave: every host probes 127.0.0.1:9 (nothing greets there) when an input is wrongly
 # accepted; magic packets could only go to 127.0.0.1; no BMC answers on 127.0.0.1:9.
 WH = {"name": "h1", "address": "127.0.0.1", "port": 9, "wol_macs": ["02:fe:00:00:00:01"], "wol_address": "127.0.0.1"}
@@ -881,6 +926,7 @@ TABLES = {
     "gear_energy": GEAR_ENERGY,
     "gear_wave": GEAR_WAVE,
     "gear_observe": GEAR_OBSERVE,
+    "gear_shift_prepare": GEAR_SHIFT_PREPARE,
     "wake_on_lan": WAKE_ON_LAN,
     "cpuidle_info": CPUIDLE_INFO,
     "cstate_residency": CSTATE_RESIDENCY,
@@ -1064,6 +1110,12 @@ PREPARE[("gear_wave", "journal state file not JSON")] = lambda d: _write(d / "st
 for _case, _f in PREPARE_GR.items():
     PREPARE[("gear_record", _case)] = _f
 PREPARE[("shift_lock", "held by a live process")] = _live_lock
+PREPARE[("gear_shift_prepare", "held by a live process")] = _live_lock
+for _case in ("state file not JSON, after the lock", "state file not JSON, the lock released"):
+    PREPARE[("gear_shift_prepare", _case)] = lambda d: (_write(d / "state.json", "{hosts"),
+                                                        _write(d / "shift.lock.guard", ""))
+PREPARE[("gear_shift_prepare", "host without a gear group, after the lock")] = \
+    lambda d: _write(d / "shift.lock.guard", "")
 
 
 def _lease(name, token):
@@ -1093,7 +1145,8 @@ def test_bad_input_is_refused_cleanly(tmp_path_factory, module, index, words):
 
 
 def test_every_table_has_at_least_15_cases():
-    assert set(TABLES) == {"gear_journal", "gear_record", "gear_energy", "gear_wave", "gear_observe", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
+    assert set(TABLES) == {"gear_journal", "gear_record", "gear_energy", "gear_wave", "gear_observe",
+                           "gear_shift_prepare", "wake_on_lan", "cpuidle_info", "cstate_residency", "pm_debug", "pm_timeline",
                            "powernap_advice", "resume_summary", "fleet_report", "gear_plan", "gear_shift_plan",
                            "shift_lock"}
     for module, table in TABLES.items():

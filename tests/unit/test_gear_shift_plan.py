@@ -487,9 +487,10 @@ def test_the_documented_gear_schedule_command_runs_as_written_with_the_example_w
 
 @pytest.mark.parametrize("gear", ["gear_shift_gear", "gear"])
 def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path, gear):
-    """gear_shift.yml with a gear outside [gmin, replicas]: the plan play fails, and the lock it
-    took in the first play is released (the next shift does not meet a dead owner's lock).
-    The same through the playbook's short alias -e gear=N."""
+    """gear_shift.yml with a gear outside [gmin, replicas]: refused before the lock is taken
+    (gear_shift_prepare checks the target first); with a state file the plan cannot read, a failure
+    after the lock was taken: the lock is released (the next shift does not meet a dead owner's
+    lock), and the message says so. The same through the playbook's short alias -e gear=N."""
     from conftest import REPO, TARGET_PYTHON, VENV_BIN
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
@@ -500,14 +501,24 @@ def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path, gear):
                     "fleetnap_rack": "r%d" % i} for i in (1, 2, 3)}}}))
     sd = tmp_path / "gear"
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks/gear_shift.yml"),
-                           "-e", "%s=9" % gear, "-e", "gear_shift_state_dir=%s" % sd, "-e", "gear_shift_probe_timeout_s=1",
-                           "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON],
-                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+
+    def shift(value):
+        return subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks/gear_shift.yml"),
+                               "-e", "%s=%d" % (gear, value), "-e", "gear_shift_state_dir=%s" % sd,
+                               "-e", "gear_shift_probe_timeout_s=1", "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON],
+                              capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    proc = shift(9)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "gear 9 is outside" in proc.stdout and "lock was released" not in proc.stdout, proc.stdout[-3000:]
+    assert not (sd / "shift.lock").exists() and not (sd / "shift.lock.guard").exists()   # never taken
+    sd.mkdir()
+    (sd / "state.json").write_text("{hosts")
+    proc = shift(1)
     closed.close()
     assert proc.returncode != 0, proc.stdout[-3000:]
-    assert "(the gear-shift lock was released)" in proc.stdout and "outside" in proc.stdout, proc.stdout[-3000:]
-    assert sd.is_dir() and not (sd / "shift.lock").exists()
+    assert "(the gear-shift lock was released)" in proc.stdout and "is unreadable" in proc.stdout, proc.stdout[-3000:]
+    assert (sd / "shift.lock.guard").exists() and not (sd / "shift.lock").exists()   # taken, then released
+    assert (sd / "state.json").read_text() == "{hosts"
 
 
 def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
@@ -673,14 +684,11 @@ def test_a_batch_size_that_is_no_size_is_refused_naming_it(size):
 
 
 def test_the_wake_phase_runs_steps_only_on_the_hosts_that_need_one():
-    """step_hosts (gear_shift_plan): a host parked with the resume hook needs no step once it greets;
-    one parked without it needs its sleep policy put back; a health command or an undrain hook is
-    a step on every host; on a Slurm cluster only the health command runs on the host."""
-    import importlib.util
-    from conftest import REPO
-    spec = importlib.util.spec_from_file_location("gsp", str(REPO / "library" / "gear_shift_plan.py"))
-    gsp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gsp)
+    """step_hosts (shiftplan: gear_shift_plan's and gear_shift_prepare's): a host parked with the
+    resume hook needs no step once it greets; one parked without it needs its sleep policy put back;
+    a health command or an undrain hook is a step on every host; on a Slurm cluster only the health
+    command runs on the host."""
+    from ansible.module_utils.fleetnap import shiftplan as gsp
     seen = {"a": {"resume_hook": True}, "b": {}, "c": {"resume_hook": "yes"}}
     assert gsp.step_hosts(["a", "b", "c"], seen, False, False, "none") == ["b", "c"]
     assert gsp.step_hosts(["a", "b", "c"], seen, True, False, "none") == ["a", "b", "c"]

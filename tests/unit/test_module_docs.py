@@ -95,9 +95,10 @@ def test_bmc_rate_limit_redfish_differs_only_in_min_intervals_default():
     assert ipmi == redfish
 
 
-# gear_observe and gear_wave take the same per-host entries (fleethosts.host_options()), as
-# suboptions of hosts, which fragments cannot extend (ansible merges them per top-level option):
-# both document them alike. bmc_address and inventory also say what each module does with them.
+# gear_observe, gear_shift_prepare and gear_wave take the same per-host entries
+# (fleethosts.host_options()), as suboptions of hosts, which fragments cannot extend (ansible merges
+# them per top-level option): they document them alike. bmc_address and inventory also say what
+# gear_wave does with them; gear_shift_prepare observes as gear_observe does, in the same words.
 OWN_WORDS = ("bmc_address", "inventory")
 
 
@@ -111,6 +112,7 @@ def test_fleet_modules_document_the_shared_host_entries_alike():
     drift += ["%s %s" % (name, key) for name in OWN_WORDS for key in CONTRACT
               if observe[name].get(key) != wave[name].get(key)]
     assert drift == []
+    assert documentation("gear_shift_prepare")["options"]["hosts"] == documentation("gear_observe")["options"]["hosts"]
 
 
 def test_ansible_doc_in_the_repository_resolves_the_fragments():
@@ -133,7 +135,7 @@ def test_ansible_doc_in_the_repository_resolves_the_fragments():
 
 # Modules that are steps of one role's workflow say so first (issue 36), naming the role(s) that
 # call them; every other module is a building block of its own and does not say it.
-INTERNAL = {"gear_shift_plan": ["gear_shift"], "gear_state": ["gear_shift"], "gear_record": ["gear_shift"],
+INTERNAL = {"gear_shift_plan": ["gear_shift"], "gear_shift_prepare": ["gear_shift"], "gear_state": ["gear_shift"], "gear_record": ["gear_shift"],
             "shift_lock": ["gear_shift"], "gear_journal": ["gear_shift"], "resume_summary": ["resume_measure"],
             "fleetnap_fact": ["resume_measure", "wake_latency_measure"]}
 

@@ -1,0 +1,378 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gear_shift_prepare
+short_description: Take the gear-shift lock, observe every host and plan the shift, in one call on the controller
+description:
+  - Internal. A step of the C(fleetnap.power.gear_shift) role (its prepare phase), documented for those who compose the
+    role's phases themselves; a playbook of one's own calls C(fleetnap.power.gear_shift).
+  - What M(shift_lock), M(gear_observe) (with C(bmc_read=needed)) and M(gear_shift_plan) (with O(lock_file)) do one
+    after the other, in one process on the controller (C(delegate_to=localhost), C(run_once=true)), with the same
+    checks, the same code and the same results. A shift's prepare phase costs one module start instead of three,
+    and the observation does not travel through Ansible to reach the plan.
+  - Every option is checked before anything is done; then the lock is taken (one shift at a time, a dead owner's
+    lock taken over; its directory created), every host observed at once (asking only what the plan uses), the plan
+    made and, with O(journal), written into the shift's journal.
+  - Whatever fails after the lock was taken (the state file, the observation, the plan, the journal's write)
+    releases the lock before the module fails, and the message says so; the state file is then as it was.
+version_added: "0.4.0"
+author:
+  - fleetnap contributors (@fleetnap)
+extends_documentation_fragment:
+  - fleetnap.power.gear_target
+  - fleetnap.power.fleet_bmc
+  - fleetnap.power.bmc_rate_limit
+  - fleetnap.power.attributes
+options:
+  hosts:
+    description: The hosts to observe.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Inventory name (the key of the result).
+        type: str
+        required: true
+      address:
+        description: Address the host answers on.
+        type: str
+        required: true
+      port:
+        description: TCP port of its SSH service.
+        type: int
+        default: 22
+      bmc_address:
+        description:
+          - Address of its BMC; empty or absent = no BMC (the result says so).
+          - A BMC without O(hosts[].bmc_user) or O(hosts[].bmc_password) is reported as not readable
+            (C(bmc_error)), as an unanswering one is.
+        type: str
+      bmc_port:
+        description: UDP port of its BMC.
+        type: int
+        default: 623
+      bmc_user:
+        description: BMC user.
+        type: str
+      bmc_password:
+        description: BMC password (never logged, never on a command line).
+        type: str
+      cipher_suite:
+        description: IPMI 2.0 cipher suite.
+        type: int
+        default: 3
+      bmc_protocol:
+        description:
+          - How the BMC is spoken to, C(ipmi) (IPMI over LAN, ipmitool) or C(redfish) (HTTPS, M(redfish_power)'s client).
+          - With C(redfish) a O(hosts[].bmc_port) of 623 (the IPMI default) means 443.
+        type: str
+        default: ipmi
+        choices: [ipmi, redfish]
+      bmc_ca_path:
+        description: With C(redfish), a PEM file of the CA that signed the BMC's certificate.
+        type: path
+      bmc_validate_certs:
+        description: With C(redfish), verify the BMC's TLS certificate (labs only should turn this off).
+        type: bool
+        default: true
+      record:
+        description:
+          - The host's power record as the inventory has it (its C(fleetnap_*) variables), read, checked and given its
+            defaults in one place (module_utils C(powerrecord)); a variable not listed here is refused, naming it.
+          - Its BMC fields are the entry's BMC options (given one by one beside a record, refused); the others join the
+            entry's O(hosts[].inventory) facts, under the keys the caller gives there.
+          - M(gear_wave) also takes a host's wake fields (methods, MACs, WoL address and port, boot_once, event_log)
+            from it where the entry leaves its own at their defaults; with its C(observed), a host's are the observation's.
+        type: dict
+        suboptions:
+          fleetnap_bmc_address:
+            description: The BMC's address; absent or empty = no BMC.
+            type: raw
+          fleetnap_bmc_port:
+            description: The BMC's port, 1-65535 (default 623; with C(redfish) 623 means 443).
+            type: raw
+          fleetnap_bmc_user:
+            description: The BMC user.
+            type: raw
+          fleetnap_bmc_password:
+            description:
+              - The BMC password (a vault variable); absent or empty = C(FLEETNAP_BMC_PASSWORD) in the controller's
+                environment. Never in a result, a log or a command line.
+            type: str
+          fleetnap_bmc_cipher_suite:
+            description: IPMI 2.0 cipher suite, 0-17 (default 3).
+            type: raw
+          fleetnap_bmc_protocol:
+            description: C(ipmi) (default) or C(redfish).
+            type: raw
+          fleetnap_bmc_ca_path:
+            description: With C(redfish), an absolute path to the PEM file of the CA that signed the BMC's certificate.
+            type: raw
+          fleetnap_bmc_validate_certs:
+            description: With C(redfish), verify the BMC's TLS certificate (default true).
+            type: raw
+          fleetnap_bmc_boot_once:
+            description: A power-on by the BMC boots from the disk once (default true).
+            type: raw
+          fleetnap_bmc_boot_once_required:
+            description: Refuse the power-on when the next boot cannot be set (default false).
+            type: raw
+          fleetnap_bmc_event_log:
+            description: Read the BMC's event log after a power-on by it (default true).
+            type: raw
+          fleetnap_wol_macs:
+            description: MACs the magic packets wake (a list, or text with commas; default none).
+            type: raw
+          fleetnap_wol_address:
+            description: Where the magic packets go (default 255.255.255.255).
+            type: raw
+          fleetnap_wol_port:
+            description: UDP port of the magic packets, 1-65535 (default 9).
+            type: raw
+          fleetnap_power_methods:
+            description: Wake methods in order, one or two of C(wol), C(ipmi), C(redfish) (default [wol]).
+            type: raw
+          fleetnap_power_w:
+            description: Watts when on, asleep and off (C({on, asleep, off})), for the energy figures.
+            type: raw
+          fleetnap_gear_group:
+            description: The host's gear group (a whole number from 1).
+            type: raw
+          fleetnap_rack:
+            description: The host's rack.
+            type: raw
+      inventory:
+        description:
+          - What the caller knows of the host from its inventory (for a gear shift its gear group,
+            rack, methods and power figures).
+          - Returned with the observation, as keys of the host's entry in RV(hosts) beside what was seen (a key that
+            names an observation field is refused).
+          - Keys that name a credential (any depth; a name with password, passwd, passphrase, secret, token,
+            credential, auth, cookie, session id, or private/api/access/ssh/bmc key in it) are left out of
+            the result, with a warning naming them (not their values).
+        type: dict
+        default: {}
+  probe_timeout:
+    description: Seconds a host has to greet, as M(gear_observe)'s.
+    type: float
+    default: 3
+  parked_probe_timeout:
+    description: Seconds a host the state file records as parked has to greet, as M(gear_observe)'s.
+    type: float
+    default: 1
+  wake_probe_timeout:
+    description:
+      - Seconds a host has to greet that O(state_file) records as parked and that the shift wakes, as
+        M(gear_observe)'s (at most O(parked_probe_timeout)).
+    type: float
+    default: 0.25
+  read_power:
+    description: Also read the power draw each BMC measures, as M(gear_observe)'s (every BMC is read then).
+    type: bool
+    default: false
+  probe_concurrency:
+    description: SSH probes in flight at most.
+    type: int
+    default: 256
+  state_file:
+    description:
+      - The gear state file (M(gear_shift_plan), M(gear_state)). The hosts it records as parked are expected silent
+        (M(gear_observe)); its hosts' states are the health gate's and the plan's (M(gear_shift_plan)); the plan goes
+        into its journal (O(journal)).
+    type: path
+    required: true
+  resume_dir:
+    description: Where measure_resume.yml keeps its results, as M(gear_shift_plan)'s.
+    type: path
+  park_off_after_h:
+    description: Hours after which a host asleep by plan is powered off by its BMC, as M(gear_shift_plan)'s.
+    type: float
+  batch_size:
+    description: Hosts per batch going down, as M(gear_shift_plan)'s.
+    type: str
+    default: 100%
+  wake_batch_size:
+    description: Hosts per wave woken, as M(gear_shift_plan)'s.
+    type: str
+    default: 100%
+  wake_health:
+    description: Whether the wake phase runs a health command on a host once it is back, as M(gear_shift_plan)'s.
+    type: bool
+    default: false
+  wake_undrain:
+    description: Whether the wake phase runs an undrain hook on a host once it is back, as M(gear_shift_plan)'s.
+    type: bool
+    default: false
+  scheduler:
+    description: Who owns the nodes (C(slurm)) or no one (C(none)), as M(gear_shift_plan)'s.
+    type: str
+    choices: [none, slurm]
+    default: none
+  lock_file:
+    description: The gear-shift lock (M(shift_lock)) this shift takes; its directory is created when missing.
+    type: path
+    required: true
+  purpose:
+    description: Free text stored in the lock (shown to whoever is refused), as M(shift_lock)'s.
+    type: str
+    default: ""
+  lease:
+    description:
+      - Hold the lock as a lease of this many seconds (1 to 604800; an AWX workflow's plan job) instead of by the
+        C(ansible-playbook) process, as M(shift_lock)'s; RV(lock) has its token.
+    type: int
+  journal:
+    description:
+      - Write the plan and the observation into the journal in O(state_file) (as M(gear_shift_plan) with
+        its C(lock_file)); a killed shift's journal is resumed (C(resumed) in RV(plan)). Not in
+        check mode.
+      - V(false) plans only; the lock is still taken (a plan is not made while another shift runs) and kept for the
+        caller to release.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    details:
+      - The lock is decided (another live owner refuses) but not taken, the hosts are observed (reads only), the
+        plan is made; nothing is written.
+  diff_mode:
+    support: none
+  platform:
+    support: full
+    details:
+      - Runs on the controller; ipmitool is needed there for hosts with a BMC.
+notes:
+  - Needs C(/proc) (Linux) to tell live lock owners from dead ones.
+seealso:
+  - module: shift_lock
+  - module: gear_observe
+  - module: gear_shift_plan
+"""
+
+EXAMPLES = r"""
+- name: Lock, observe and plan a shift to gear 1
+  gear_shift_prepare:
+    lock_file: /var/lib/fleetnap/gear/shift.lock
+    state_file: /var/lib/fleetnap/gear/state.json
+    purpose: gear shift to gear 1
+    gear: 1
+    replicas: 3
+    hosts: "{{ query('fleetnap.power.power_records', *ansible_play_hosts_all) }}"
+    parked_probe_timeout: 0.5
+  delegate_to: localhost
+  run_once: true
+  register: prep
+"""
+
+RETURN = r"""
+lock:
+  description: What M(shift_lock) returns (C(held), C(owner), C(took_over) when a dead owner's lock was taken over).
+  returned: always
+  type: dict
+  sample: {held: true, changed: true, owner: {pid: 4242, start_time: 912345, since: "2026-12-07T01:00:00Z", purpose: ""}}
+hosts:
+  description: What was observed, per host, as M(gear_observe)'s C(hosts).
+  returned: success
+  type: dict
+observe_elapsed_s:
+  description: Seconds the observation took.
+  returned: success
+  type: float
+plan:
+  description:
+    - The plan, as M(gear_shift_plan) returns it (C(gear), C(groups_on), C(actions), C(up_hosts), C(down_hosts),
+      C(back_hosts), C(wake_phase_hosts), C(wake_batches), C(down_batches), C(step_hosts), C(bmc_check),
+      C(counts), C(result), C(resumed), C(journal_written) ...).
+  returned: success
+  type: dict
+started:
+  description: When the lock was taken (UTC, ISO 8601), the shift's start for its record.
+  returned: success
+  type: str
+started_epoch:
+  description: The same, in seconds since the epoch.
+  returned: success
+  type: float
+lock_released:
+  description: On a failure after the lock was taken, whether it was released (the message says so too).
+  returned: failure
+  type: bool
+"""
+
+import time
+from datetime import datetime, timezone
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetnap import fileio, fleetobserve, shiftlock, shiftplan
+from ansible.module_utils.fleetnap.gear import GearError
+from ansible.module_utils.fleetnap.gearshift import ShiftError, target_groups
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, text
+
+CHECKS = dict(shiftplan.CHECKS, lock_file=path(), purpose=text(max_len=500), lease=number(lo=1, hi=604800, integer=True))
+
+
+def main():
+    spec = fleetobserve.options()
+    spec.update(shiftplan.options())
+    spec.update(
+        state_file=dict(type="path", required=True),
+        lock_file=dict(type="path", required=True),
+        purpose=dict(type="str", default=""),
+        lease=dict(type="int"),
+        journal=dict(type="bool", default=True),
+    )
+    module = AnsibleModule(argument_spec=spec, mutually_exclusive=[("gear", "groups_on")],
+                           required_one_of=[("gear", "groups_on")], supports_check_mode=True)
+    p = module.params
+    # Everything checked before the lock is taken: the observation's options and host entries,
+    # the plan's, the lock's; the target groups from the gear (or groups) and the date.
+    tools = fleetobserve.check(module, p)
+    check_params(module, CHECKS)
+    try:
+        day = shiftplan.day_of(p)
+        on = target_groups(p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day)[1]
+    except (ShiftError, GearError, ParamError) as e:
+        module.fail_json(msg=str(e))
+    lock = shiftlock.call(module, {"path": p["lock_file"], "state": "present", "pid": None, "purpose": p["purpose"],
+                                   "force": False, "lease": p["lease"], "lease_id": None})
+    started = time.time()
+    taken = lock["held"] and not module.check_mode
+
+    def failed(msg):
+        released = False
+        if taken:
+            try:
+                with shiftlock.guarded(p["lock_file"]):
+                    owner = lock["owner"]
+                    shiftlock.release(p["lock_file"], owner.get("pid"), owner.get("start_time"), token=owner.get("token"))
+                released = True
+            except (OSError, shiftlock.LockError) as e:
+                msg += "; the gear-shift lock %s could not be released: %s" % (p["lock_file"], e)
+        module.fail_json(msg=msg + (" (the gear-shift lock was released)" if released else ""), lock=lock,
+                         lock_released=released)
+    try:
+        seen, elapsed = fleetobserve.run(module, p, tools, "needed", on)
+        plan = shiftplan.make(p, seen, day)
+        if p["journal"] and not module.check_mode:
+            shiftplan.into_journal(module, p["state_file"], p["lock_file"], plan)
+    except (ShiftError, GearError, ParamError) as e:
+        failed(str(e))
+    except (OSError, fileio.HostFsError) as e:
+        failed("could not write the plan into the journal %s: %s (the file is as it was)" % (p["state_file"], e))
+    except Exception as e:  # never a lock left behind a traceback: released, and the error named
+        failed("the observation or the plan failed: %s: %s (the state file is as it was)" % (e.__class__.__name__, e))
+    module.exit_json(changed=bool(lock.get("changed")) or plan["journal_written"], lock=lock, hosts=seen,
+                     observe_elapsed_s=elapsed, plan=plan, started_epoch=round(started, 3),
+                     started=datetime.fromtimestamp(started, timezone.utc).isoformat())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# Copyright: fleetnap contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A gear shift's plan as M(gear_shift_plan) and M(gear_shift_prepare) make it from an
+observation: their common options (argument spec and checks), the plan with its batches, BMC
+check and step hosts, and the plan written into the shift's journal. Standard library only."""
+
+from __future__ import annotations
+
+import time
+from datetime import date as dt_date
+
+from ansible.module_utils.fleetnap import journal
+from ansible.module_utils.fleetnap.gearshift import ShiftError, batch_count, batches, bmc_check, plan_from
+from ansible.module_utils.fleetnap.validate import all_of, items, number, numbers, path, text
+
+CHECKS = {
+    "replicas": number(lo=1, hi=100, integer=True),
+    "gmin": number(lo=1, hi=100, integer=True),
+    "gear": number(lo=0, hi=100, integer=True),       # within [gmin, replicas]: checked by the plan
+    "groups_on": all_of(items(100), numbers(lo=1, hi=100, integer=True)),
+    "date": text(max_len=32),
+    "state_file": path(),
+    "resume_dir": path(),
+    "park_off_after_h": number(lo=0, lo_open=True, hi=24 * 366),
+    "batch_size": text(max_len=8),
+    "wake_batch_size": text(max_len=8),
+    "lock_file": path(),
+}
+
+
+def options():
+    """The plan's options (gear_shift_plan's, less hosts and lock_file), a fresh copy."""
+    return dict(
+        replicas=dict(type="int", default=3),
+        gmin=dict(type="int", default=1),
+        gear=dict(type="int"),
+        groups_on=dict(type="list", elements="int"),
+        date=dict(type="str"),
+        state_file=dict(type="path"),
+        resume_dir=dict(type="path"),
+        park_off_after_h=dict(type="float"),
+        batch_size=dict(type="str", default="100%"),
+        wake_batch_size=dict(type="str", default="100%"),
+        wake_health=dict(type="bool", default=False),
+        wake_undrain=dict(type="bool", default=False),
+        scheduler=dict(type="str", default="none", choices=["none", "slurm"]),
+    )
+
+
+def step_hosts(wake_hosts, observed, health, undrain, scheduler):
+    """The hosts of the wake phase that need a step run on them once back (see RV(step_hosts))."""
+    if scheduler == "slurm":
+        return list(wake_hosts) if health else []
+    if health or undrain:
+        return list(wake_hosts)
+    return [h for h in wake_hosts if (observed.get(h) or {}).get("resume_hook") is not True]
+
+
+def day_of(p):
+    """The checked options' rotation date (None: today), and the batch sizes' syntax, before
+    anything is read: ShiftError naming the option otherwise."""
+    day = None
+    if p["date"]:
+        try:
+            day = dt_date.fromisoformat(p["date"])
+        except ValueError:
+            raise ShiftError("date %r is not YYYY-MM-DD" % p["date"])
+    batch_count(p["wake_batch_size"], 1, "wake_batch_size")
+    batch_count(p["batch_size"], 1, "batch_size")
+    return day
+
+
+def make(p, hosts, day):
+    """The plan of the checked options ``p`` from the observation ``hosts`` (reads the state file
+    and the S3 records; ShiftError / GearError / ParamError when they or the hosts are not what
+    they must be): gear_shift_plan's result, less the journal's keys."""
+    out = plan_from(hosts, p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day,
+                    state_file=p["state_file"], resume_dir=p["resume_dir"], park_off_after_h=p["park_off_after_h"])
+    out["bmc_check"] = bmc_check(hosts, out)
+    out["wake_batches"] = batches(out["wake_phase_hosts"], p["wake_batch_size"], "wake_batch_size")
+    out["step_hosts"] = step_hosts(out["wake_phase_hosts"], hosts, p["wake_health"], p["wake_undrain"],
+                                   p["scheduler"])
+    out["down_batches"] = batches(out["down_hosts"], p["batch_size"], "batch_size")
+    out["journal_written"] = False
+    return out
+
+
+def into_journal(module, state_file, lock_file, out):
+    """The plan ``out`` into the journal of the shift holding ``lock_file`` (the state file's
+    in_progress, atomically; a killed shift's resumed: RV(resumed)); nothing written in check
+    mode. OSError / fileio.HostFsError when it cannot be written (the file is as it was)."""
+    doc = journal.read(state_file)
+    out["resumed"] = journal.begin(doc, journal.shift_of(lock_file), out, journal.stamp(time.time()))
+    if not module.check_mode:
+        journal.write(state_file, doc, module)
+        out["journal_written"] = True
