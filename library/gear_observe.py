@@ -294,7 +294,7 @@ elapsed_s:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fleetobserve
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import ShiftError
+from ansible.module_utils.fleetnap.gearshift import ShiftError, read_states
 from ansible.module_utils.fleetnap.validate import ParamError
 
 
@@ -313,10 +313,12 @@ def main():
     module = AnsibleModule(argument_spec=spec, required_if=[("bmc_read", "needed", ("shift",))],
                            supports_check_mode=True)
     p = module.params
-    tools = fleetobserve.check(module, p)
+    # the shift's groups checked with the host entries, the state file read after the inventory's keys
+    on, recorded, tools = fleetobserve.check(
+        module, p, before=lambda: fleetobserve.shift_groups(p["shift"]) if p["shift"] else None,
+        then=lambda: read_states(p["state_file"]) if p["state_file"] else {})
     try:
-        on = fleetobserve.shift_groups(p["shift"]) if p["shift"] else None
-        seen, elapsed = fleetobserve.run(module, p, tools, p["bmc_read"], on)
+        seen, elapsed = fleetobserve.run(module, p, tools, p["bmc_read"], on, recorded)
     except (ParamError, ShiftError, GearError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, hosts=seen, elapsed_s=elapsed)

@@ -279,7 +279,7 @@ from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, items
 
-CHECKS = dict(shiftplan.CHECKS, hosts=items(100000))
+CHECKS = dict({"hosts": items(100000)}, **shiftplan.CHECKS)   # the hosts' size first, as before
 
 
 def main():

@@ -13,14 +13,17 @@ description:
   - Internal. A step of the C(fleetnap.power.gear_shift) role (its prepare phase), documented for those who compose the
     role's phases themselves; a playbook of one's own calls C(fleetnap.power.gear_shift).
   - What M(shift_lock), M(gear_observe) (with C(bmc_read=needed)) and M(gear_shift_plan) (with O(lock_file)) do one
-    after the other, in one process on the controller (C(delegate_to=localhost), C(run_once=true)), with the same
-    checks, the same code and the same results. A shift's prepare phase costs one module start instead of three,
-    and the observation does not travel through Ansible to reach the plan.
-  - Every option is checked before anything is done; then the lock is taken (one shift at a time, a dead owner's
-    lock taken over; its directory created), every host observed at once (asking only what the plan uses), the plan
-    made and, with O(journal), written into the shift's journal.
-  - Whatever fails after the lock was taken (the state file, the observation, the plan, the journal's write)
-    releases the lock before the module fails, and the message says so; the state file is then as it was.
+    after the other, in one process on the controller (C(delegate_to=localhost), C(run_once=true)), by the same
+    code. A shift's prepare phase costs one module start instead of three, and the observation does not travel
+    through Ansible to reach the plan.
+  - Every option is checked before anything is done, each host's gear group and methods (its O(hosts[].inventory))
+    included, as the plan checks them; then the lock is taken (one shift at a time, a dead owner's lock taken over;
+    its directory created), every host observed at once (asking only what the plan uses), the plan made and, with
+    O(journal), written into the shift's journal.
+  - Whatever fails after this call took the lock (the state file, the S3 records, the plan, the journal's write,
+    anything unexpected) releases it before the module fails, and the message says so; the state file is then as
+    it was. A BMC command that cannot be started is that host's C(bmc_error), as for M(gear_observe). A lock this
+    run held already (taken by an earlier task) is left held.
 version_added: "0.4.0"
 author:
   - fleetnap contributors (@fleetnap)
@@ -241,8 +244,9 @@ attributes:
   check_mode:
     support: full
     details:
-      - The lock is decided (another live owner refuses) but not taken, the hosts are observed (reads only), the
-        plan is made; nothing is written.
+      - The lock is decided (another live owner refuses) but not taken, the hosts are observed, the plan is made;
+        neither the lock, the journal nor the state file is written (the BMC rate limiter keeps its timestamps in
+        O(rate_limit_dir), as for M(gear_observe)).
   diff_mode:
     support: none
   platform:
@@ -275,7 +279,7 @@ EXAMPLES = r"""
 RETURN = r"""
 lock:
   description: What M(shift_lock) returns (C(held), C(owner), C(took_over) when a dead owner's lock was taken over).
-  returned: always
+  returned: success, and a failure after the lock was taken
   type: dict
   sample: {held: true, changed: true, owner: {pid: 4242, start_time: 912345, since: "2026-12-07T01:00:00Z", purpose: ""}}
 hosts:
@@ -283,14 +287,14 @@ hosts:
   returned: success
   type: dict
 observe_elapsed_s:
-  description: Seconds the observation took.
+  description: Seconds the observation took (M(gear_observe)'s C(elapsed_s)).
   returned: success
   type: float
 plan:
   description:
     - The plan, as M(gear_shift_plan) returns it (C(gear), C(groups_on), C(actions), C(up_hosts), C(down_hosts),
       C(back_hosts), C(wake_phase_hosts), C(wake_batches), C(down_batches), C(step_hosts), C(bmc_check),
-      C(counts), C(result), C(resumed), C(journal_written) ...).
+      C(counts), C(result), C(journal_written) ...; C(resumed) when the journal was written).
   returned: success
   type: dict
 started:
@@ -302,8 +306,8 @@ started_epoch:
   returned: success
   type: float
 lock_released:
-  description: On a failure after the lock was taken, whether it was released (the message says so too).
-  returned: failure
+  description: On a failure after the lock was taken, whether this call released it (the message says so too).
+  returned: a failure after the lock was taken
   type: bool
 """
 
@@ -313,7 +317,7 @@ from datetime import datetime, timezone
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, fleetobserve, shiftlock, shiftplan
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import ShiftError, target_groups
+from ansible.module_utils.fleetnap.gearshift import ShiftError, check_host_records, target_groups
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, text
 
 CHECKS = dict(shiftplan.CHECKS, lock_file=path(), purpose=text(max_len=500), lease=number(lo=1, hi=604800, integer=True))
@@ -332,19 +336,22 @@ def main():
     module = AnsibleModule(argument_spec=spec, mutually_exclusive=[("gear", "groups_on")],
                            required_one_of=[("gear", "groups_on")], supports_check_mode=True)
     p = module.params
-    # Everything checked before the lock is taken: the observation's options and host entries,
-    # the plan's, the lock's; the target groups from the gear (or groups) and the date.
-    tools = fleetobserve.check(module, p)
-    check_params(module, CHECKS)
-    try:
+
+    def target():
+        # the plan's and the lock's options, then the target groups from the gear (or groups) and the date
+        check_params(module, CHECKS)
         day = shiftplan.day_of(p)
-        on = target_groups(p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day)[1]
-    except (ShiftError, GearError, ParamError) as e:
-        module.fail_json(msg=str(e))
+        return day, target_groups(p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day)[1]
+    # Everything checked before the lock is taken: the observation's options and host entries, the
+    # plan's and the lock's, the target, and each host's gear group and methods (its inventory facts)
+    # as the plan checks them: a host without a group is refused with nothing taken.
+    (day, on), _none, tools = fleetobserve.check(module, p, before=target, then=lambda: check_host_records(
+        dict((h["name"], dict(h["inventory"] or {}, ssh=True)) for h in p["hosts"]), p["replicas"]))
     lock = shiftlock.call(module, {"path": p["lock_file"], "state": "present", "pid": None, "purpose": p["purpose"],
                                    "force": False, "lease": p["lease"], "lease_id": None})
     started = time.time()
-    taken = lock["held"] and not module.check_mode
+    # released on a failure only when this call took it (not a lock this run held already)
+    taken = bool(lock.get("changed")) and lock["held"] and not module.check_mode
 
     def failed(msg):
         released = False
@@ -361,14 +368,19 @@ def main():
     try:
         seen, elapsed = fleetobserve.run(module, p, tools, "needed", on)
         plan = shiftplan.make(p, seen, day)
-        if p["journal"] and not module.check_mode:
-            shiftplan.into_journal(module, p["state_file"], p["lock_file"], plan)
     except (ShiftError, GearError, ParamError) as e:
         failed(str(e))
-    except (OSError, fileio.HostFsError) as e:
-        failed("could not write the plan into the journal %s: %s (the file is as it was)" % (p["state_file"], e))
     except Exception as e:  # never a lock left behind a traceback: released, and the error named
-        failed("the observation or the plan failed: %s: %s (the state file is as it was)" % (e.__class__.__name__, e))
+        failed("the observation or the plan failed: %s: %s (nothing was written)" % (e.__class__.__name__, e))
+    if p["journal"] and not module.check_mode:
+        try:
+            shiftplan.into_journal(module, p["state_file"], p["lock_file"], plan)
+        except (ShiftError, GearError, ParamError) as e:
+            failed(str(e))
+        except (OSError, fileio.HostFsError) as e:
+            failed("could not write the plan into the journal %s: %s (the file is as it was)" % (p["state_file"], e))
+        except Exception as e:  # the same: released, and the error named
+            failed("the plan's journal failed: %s: %s (the state file is as it was)" % (e.__class__.__name__, e))
     module.exit_json(changed=bool(lock.get("changed")) or plan["journal_written"], lock=lock, hosts=seen,
                      observe_elapsed_s=elapsed, plan=plan, started_epoch=round(started, 3),
                      started=datetime.fromtimestamp(started, timezone.utc).isoformat())

@@ -12,6 +12,7 @@ import time
 from datetime import date as dt_date
 
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options, take_records
+from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError, observation_needs, read_states, target_groups
 from ansible.module_utils.fleetnap.observe import OBSERVED, observe
 from ansible.module_utils.fleetnap.secrets import drop_credentials, guard, refuse_command_line
@@ -88,12 +89,14 @@ def power_reading(bmc):
     return watts, bmc.power_source, note
 
 
-def check(module, p):
-    """Every option of the observation checked, before anything is asked of a host or read from
-    a file: the records taken, every result scrubbed of every BMC password, a password on a
-    command line refused, the credentials among the inventory facts dropped (with a warning), and
-    ipmitool found when a host has an IPMI BMC. module.fail_json naming the option (or the missing
-    tool) otherwise. Returns the tools for run: (ipmitool or None, timeout or None)."""
+def check(module, p, before=None, then=None):
+    """Every option of the observation checked, before anything is asked of a host: the records
+    taken, every result scrubbed of every BMC password, the host entries checked, ``before()``,
+    the inventory's keys, ``then()`` (the caller's own checks, each raising ParamError /
+    ShiftError / GearError), a password on a command line refused, the credentials among the
+    inventory facts dropped (with a warning), and ipmitool found when a host has an IPMI BMC.
+    module.fail_json naming the option (or the missing tool) otherwise. Returns (``before()``'s
+    value, ``then()``'s value, (ipmitool or None, timeout or None): the tools for run)."""
     try:
         take_records(p["hosts"])
     except ParamError as exc:
@@ -102,15 +105,20 @@ def check(module, p):
     # repeats it included); a password on a command line refused before any BMC is asked.
     guard(module, [h.get("bmc_password") for h in p["hosts"]])
     check_params(module, CHECKS)
+    found = [None, None]
     try:
         check_hosts(p["hosts"])
+        if before is not None:
+            found[0] = before()
         for i, h in enumerate(p["hosts"]):
             # the keys that stay once credentials are dropped (below) must not name what is observed
             clash = sorted(set(drop_credentials(h["inventory"] or {})[0]) & (OBSERVED | set(["name"])))
             if clash:
                 raise ParamError("option hosts[%d].inventory: %s name(s) what is observed; use other keys"
                                  % (i, ", ".join(clash)))
-    except ParamError as exc:
+        if then is not None:
+            found[1] = then()
+    except (ParamError, ShiftError, GearError) as exc:
         module.fail_json(msg=str(exc))
     refuse_command_line(module, dict(("hosts[%d].bmc_password" % i, h.get("bmc_password"))
                                      for i, h in enumerate(p["hosts"]) if h.get("bmc_password")))
@@ -122,16 +130,18 @@ def check(module, p):
         module.warn("left out of the result, as they name credentials: %s%s"
                     % (", ".join(dropped[:10]), " and %d more" % (len(dropped) - 10) if len(dropped) > 10 else ""))
     with_bmc = [h for h in p["hosts"] if h.get("bmc_address") and h["bmc_protocol"] == "ipmi"]
-    return module.get_bin_path("ipmitool", required=bool(with_bmc)), module.get_bin_path("timeout")
+    return found[0], found[1], (module.get_bin_path("ipmitool", required=bool(with_bmc)), module.get_bin_path("timeout"))
 
 
-def run(module, p, tools, bmc_read, on=None):
+def run(module, p, tools, bmc_read, on=None, recorded=None):
     """Observe every host of the checked options ``p`` at once, with the ``tools`` check returned:
-    ``bmc_read`` is
-    gear_observe's option (``needed`` with ``on``, the groups the shift has on). Reads the state
-    file (ShiftError / GearError / ParamError when it is not one). Returns (hosts, elapsed_s):
-    gear_observe's RV(hosts)."""
-    recorded = read_states(p["state_file"]) if p["state_file"] else {}
+    ``bmc_read`` is gear_observe's option (``needed`` with ``on``, the groups the shift has on).
+    ``recorded``: the state file's entries (read_states) when the caller read them; else the state
+    file is read here (ShiftError / GearError / ParamError when it is not one). A BMC command that
+    cannot be started is that host's bmc_error, never the module's failure. Returns (hosts,
+    elapsed_s): gear_observe's RV(hosts)."""
+    if recorded is None:
+        recorded = read_states(p["state_file"]) if p["state_file"] else {}
     parked = set(n for n, h in recorded.items() if h.get("state") in ("asleep", "off"))
     needs = {}
     if bmc_read == "needed":
@@ -147,8 +157,11 @@ def run(module, p, tools, bmc_read, on=None):
     ipmitool, timeout_bin = tools
 
     def runner(argv, env):
-        # The password travels in env only; argv has -E and no secret.
-        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
+        # The password travels in env only; argv has -E and no secret. A command that cannot be
+        # started raises OSError (not fail_json, which would end the module from a probe thread):
+        # the host's bmc_error says why.
+        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False,
+                                  handle_exceptions=False)
 
     targets = [{"name": h["name"], "address": h["address"], "port": h["port"],
                 "probe_timeout": own_probe(h["name"]),

@@ -560,7 +560,7 @@ GEAR_OBSERVE = [
 # gear_shift_prepare: the lock a lease (the forked runner has no ansible-playbook above it), every
 # host probing 127.0.0.1:9 (nothing greets there) when an input is wrongly accepted. Every option is
 # checked before the lock is taken: {tmp} stays as it was. A failure after the lock was taken (a
-# state file or a host record the plan refuses) releases it: the lock in {in}, beside the guard
+# state file or an S3 record the plan cannot read) releases it: the lock in {in}, beside the guard
 # every use of a lock leaves, is gone again and {in} is as it was.
 PH = dict(OH, inventory={"group": 1, "up_methods": ["wol"]})
 GP = {"hosts": [PH], "probe_timeout": 0.2, "rate_limit_dir": "{tmp}/rl", "lock_file": "{tmp}/gear/shift.lock",
@@ -598,8 +598,12 @@ GEAR_SHIFT_PREPARE = [
     # after the lock: released, and said so
     ("state file not JSON, after the lock", GP_IN, "state file {in}/state.json is unreadable"),
     ("state file not JSON, the lock released", GP_IN, RELEASED),
-    ("host without a gear group, after the lock", dict(GP_IN, hosts=[dict(OH, inventory={"up_methods": ["wol"]})]),
-     RELEASED),
+    ("host without a gear group", dict(GP, hosts=[dict(OH, inventory={"up_methods": ["wol"]})]),
+     "host h1: gear group None is not a whole number"),
+    ("host wake methods twice", dict(GP, hosts=[dict(OH, inventory={"group": 1, "up_methods": ["wol", "wol"]})]),
+     "host h1: wake methods ['wol', 'wol'] must be a non-empty list"),
+    ("s3 record not JSON, after the lock", dict(GP_IN, resume_dir="{in}"), "h1/s3.json is unreadable"),
+    ("s3 record not JSON, the lock released", dict(GP_IN, resume_dir="{in}"), RELEASED),
 ]
 
 # gear_wave: every host probes 127.0.0.1:9 (nothing greets there) when an input is wrongly
@@ -1114,8 +1118,9 @@ PREPARE[("gear_shift_prepare", "held by a live process")] = _live_lock
 for _case in ("state file not JSON, after the lock", "state file not JSON, the lock released"):
     PREPARE[("gear_shift_prepare", _case)] = lambda d: (_write(d / "state.json", "{hosts"),
                                                         _write(d / "shift.lock.guard", ""))
-PREPARE[("gear_shift_prepare", "host without a gear group, after the lock")] = \
-    lambda d: _write(d / "shift.lock.guard", "")
+for _case in ("s3 record not JSON, after the lock", "s3 record not JSON, the lock released"):
+    PREPARE[("gear_shift_prepare", _case)] = lambda d: (_write(d / "h1" / "s3.json", "{ok"),
+                                                        _write(d / "shift.lock.guard", ""))
 
 
 def _lease(name, token):

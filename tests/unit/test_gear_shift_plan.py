@@ -521,6 +521,58 @@ def test_a_shift_whose_planning_fails_releases_the_lock(tmp_path, gear):
     assert (sd / "state.json").read_text() == "{hosts"
 
 
+def test_gear_shift_prepare_releases_only_its_own_lock_and_a_bmc_command_that_cannot_start_is_observed(tmp_path):
+    """One playbook. A lock this run took earlier (shift_lock) stays held when gear_shift_prepare
+    fails after it (an S3 record that is not JSON): only a lock the call took is released. And a
+    BMC command that cannot be started (a `timeout` on PATH whose interpreter does not exist) is
+    that host's bmc_error: the module goes on, plans, and keeps the lock it took, where the error
+    used to end the module from a probe thread with its lock still held."""
+    from conftest import REPO, VENV_BIN
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]          # bound, never listening: nothing answers
+    bad = tmp_path / "badbin"
+    bad.mkdir()
+    for tool in ("timeout", "ipmitool"):
+        (bad / tool).write_text("#!/nonexistent/interpreter\n")
+        (bad / tool).chmod(0o755)
+    (tmp_path / "resume" / "h1").mkdir(parents=True)
+    (tmp_path / "resume" / "h1" / "s3.json").write_text("{ok")
+    host = {"name": "h1", "address": "127.0.0.1", "port": port, "inventory": {"group": 1, "up_methods": ["wol"]}}
+    ipmi = dict(host, bmc_address="127.0.0.1", bmc_port=port, bmc_user="admin", bmc_password="Fn7-pw-77a0c1")
+    common = {"gear": 1, "replicas": 1, "probe_timeout": 0.2, "rate_limit_dir": str(tmp_path / "rl"),
+              "min_interval": 0, "retries": 0}
+    held, other = tmp_path / "held" / "shift.lock", tmp_path / "other" / "shift.lock"
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [
+        {"shift_lock": {"path": str(held)}},
+        {"gear_shift_prepare": dict(common, lock_file=str(held), state_file=str(tmp_path / "held" / "state.json"),
+                                    resume_dir=str(tmp_path / "resume"), hosts=[host]),
+         "register": "failed_late", "ignore_errors": True},
+        {"gear_shift_prepare": dict(common, lock_file=str(other), state_file=str(tmp_path / "other" / "state.json"),
+                                    lease=60, hosts=[ipmi]),
+         "register": "unstartable", "environment": {"PATH": "%s:/usr/bin:/bin" % bad}},
+        {"ansible.builtin.debug": {"msg": "RESULTS={{ {'late': failed_late, 'unstartable': unstartable} | to_json }}"}},
+    ]}]))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-e",
+                           "ansible_python_interpreter=%s" % (VENV_BIN / "python"), str(play)],
+                          capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    closed.close()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if "RESULTS=" in ln)
+    res = json.loads(json.loads("{%s}" % line.strip().rstrip(","))["msg"].split("RESULTS=", 1)[1])
+    late, unstartable = res["late"], res["unstartable"]
+    assert late["failed"] and "s3.json is unreadable" in late["msg"], late
+    assert late["lock_released"] is False and "was released" not in late["msg"], late
+    assert json.loads(held.read_text())["pid"] > 0                          # still this run's lock
+    assert not unstartable.get("failed"), unstartable
+    bmc = unstartable["hosts"]["h1"]
+    assert bmc["bmc"] is None and bmc["bmc_error"] and unstartable["plan"]["gear"] == 1, bmc
+    assert "Fn7-pw-77a0c1" not in proc.stdout
+    assert json.loads(other.read_text())["token"] == unstartable["lock"]["owner"]["token"]   # kept, as planned
+
+
 def test_shift_lock_owner_is_the_playbook_and_a_second_one_is_refused(tmp_path):
     """Through ansible-playbook: the owner is the main process (not a forked worker that ends with its task)."""
     from conftest import REPO, VENV_BIN
