@@ -189,10 +189,10 @@ def credential_options(spec, where=""):
 
 def test_every_option_that_can_hold_a_credential_is_no_log():
     specs = argument_specs()
-    assert len(specs) == len(list((REPO / "library").glob("*.py"))) == 30, sorted(specs)
+    assert len(specs) == len(list((REPO / "library").glob("*.py"))) == 31, sorted(specs)
     found = dict(("%s: %s" % (m, o), bool(opt.get("no_log"))) for m, spec in specs.items()
                  for o, opt in credential_options(spec))
     assert [k for k, no_log in found.items() if not no_log] == []
     # the check sees the suboptions too (hosts[] entries)
     assert {"bmc_power: bmc_password", "redfish_power: bmc_password", "gear_observe: hosts[].bmc_password",
-            "gear_wave: hosts[].bmc_password", "wake_on_lan: password", "gear_plan: prometheus_token"} <= set(found)
+            "gear_shift_prepare: hosts[].bmc_password", "gear_wave: hosts[].bmc_password", "wake_on_lan: password", "gear_plan: prometheus_token"} <= set(found)
