@@ -339,8 +339,15 @@ options:
     description: With C(soft), a hard power off when the OS did not shut down within O(down_timeout).
     type: bool
     default: false
+  wol_resend:
+    description:
+      - Seconds between two sends of a silent host's magic packets while its wake by C(wol) waits; 0 = sent once.
+      - A packet can be lost (UDP), or reach a host that is still on its way into sleep, whose NIC is not yet
+        armed for it. A host that answers is sent no more; the attempt's report says how many times they were sent.
+    type: float
+    default: 5
   wol_repeat:
-    description: How many times each magic packet is sent.
+    description: How many times each magic packet is sent (each time the packets are sent).
     type: int
     default: 3
   concurrency:
@@ -467,6 +474,7 @@ CHECKS = {
     "connect_timeout": number(lo=0, lo_open=True, hi=60),
     "interval": number(lo=0.01, hi=60),
     "wol_repeat": number(lo=1, hi=100, integer=True),
+    "wol_resend": number(lo=0, hi=3600),
     "bmc_concurrency": number(lo=1, hi=256, integer=True),
     "concurrency": number(lo=1, hi=4096, integer=True),
     "min_interval": number(lo=0, hi=600),
@@ -620,6 +628,7 @@ def main():
             cycle_unresponsive=dict(type="bool", default=False),
             soft_fallback_hard=dict(type="bool", default=False),
             wol_repeat=dict(type="int", default=3),
+            wol_resend=dict(type="float", default=5),
             bmc_concurrency=dict(type="int", default=4),
             concurrency=dict(type="int", default=512),
             min_interval=dict(type="float", default=1),
@@ -688,7 +697,8 @@ def main():
     wave = Wave(probe, send_wol, bmc_concurrency=p["bmc_concurrency"], concurrency=p["concurrency"],
                 wol_timeout=p["wol_timeout"], ipmi_timeout=p["ipmi_timeout"], down_timeout=p["down_timeout"],
                 silent_for=p["silent_for"], bmc_poll=max(1.0, p["min_interval"]),
-                cycle_unresponsive=p["cycle_unresponsive"], soft_fallback_hard=p["soft_fallback_hard"])
+                cycle_unresponsive=p["cycle_unresponsive"], soft_fallback_hard=p["soft_fallback_hard"],
+                wol_resend=p["wol_resend"])
     try:
         results = {} if not hosts else wave.wake(hosts) if p["action"] == "up" else wave.park(hosts)
     finally:

@@ -204,10 +204,11 @@ class Wave(object):
 
     def __init__(self, probe, send_wol, bmc_concurrency=4, concurrency=512, wol_timeout=90.0,
                  ipmi_timeout=300.0, down_timeout=120.0, silent_for=2.0, bmc_poll=1.0,
-                 cycle_unresponsive=False, soft_fallback_hard=False, clock=time.monotonic,
+                 cycle_unresponsive=False, soft_fallback_hard=False, wol_resend=5.0, clock=time.monotonic,
                  wall=time.time, sleep=time.sleep):
         self.probe = probe
         self.send_wol = send_wol
+        self.wol_resend = wol_resend
         self.bmc_slots = threading.BoundedSemaphore(max(1, bmc_concurrency))
         self.concurrency = max(1, concurrency)
         self.wol_timeout = wol_timeout
@@ -272,18 +273,20 @@ class Wave(object):
             booting = False
             try:
                 if m == "wol":
-                    self.send_wol(h)
                     timeout = self.wol_timeout
-                    note = ""
+                    ok, took, probes, sends = self._wol_until_answer(h, timeout)
+                    note = "magic packets sent %d times; " % sends if sends > 1 else ""
+                    sent_note = "" if sends == 1 else ", magic packets sent %d times" % sends
                 elif m in ("ipmi", "redfish"):
                     booting, note_boot, marker = self._ipmi_on(h)
                     timeout = self.ipmi_timeout
                     note = ("chassis on since the wake (booting), no command sent; " if booting else "") + note_boot
+                    ok, took, probes = self.probe.until_answer(h["address"], h["port"], timeout)
+                    sent_note = ""
                 else:
                     raise WaveError("unknown wake method %r" % (m,))
-                ok, took, probes = self.probe.until_answer(h["address"], h["port"], timeout)
                 if not ok:
-                    raise WaveError("did not become answering within %g s (%d probes)" % (timeout, probes))
+                    raise WaveError("did not become answering within %g s (%d probes%s)" % (timeout, probes, sent_note))
                 waited += took
                 # booting since the method before: that one woke it (this one only waited)
                 method = attempts[-1]["method"] if booting and attempts else m
@@ -304,6 +307,28 @@ class Wave(object):
                 attempts.append({"method": m, "ok": False, "elapsed_s": spent, "report": "%s: %s" % (m, exc)})
         return self._result(h, "up", False, "", "unknown", attempts, waited, t0,
                             "%s did not come back: %s" % (h["name"], "; ".join(a["report"] for a in attempts)))
+
+    def _wol_until_answer(self, h, timeout):
+        """The host's magic packets, then its answer awaited for ``timeout`` s, the packets sent
+        again every ``wol_resend`` s while it is silent (0: once). A packet can be lost (UDP), or
+        reach a host that is still on its way into sleep, whose NIC is not yet armed for it; a
+        host that wakes on the first ones is not sent more. (answered, seconds to the answer or
+        None, probes, times the packets were sent)."""
+        start = self.clock()
+        deadline = start + timeout
+        probes, sends = 0, 0
+        while True:
+            self.send_wol(h)
+            sends += 1
+            began = self.clock()
+            left = deadline - began
+            step = min(left, self.wol_resend) if self.wol_resend and self.wol_resend > 0 else left
+            ok, took, n = self.probe.until_answer(h["address"], h["port"], max(0.05, step))
+            probes += n
+            if ok:
+                return True, round(began - start + took, 3), probes, sends
+            if self.clock() >= deadline or step >= left:
+                return False, None, probes, sends
 
     def _ipmi_on(self, h):
         """Power the host on by its BMC (IPMI or Redfish): (booting, note, event log marker);

@@ -115,6 +115,20 @@ class Lab:
     def redfish_fault(self, name: str, fault) -> None:
         labctl.redfish_fault(self.hosts[name], fault)
 
+    def in_s3(self, name: str, timeout: float = 60) -> str:
+        """QEMU's status once the guest is in S3 (suspended), or what it still is after ``timeout``
+        s. A shift reports a host asleep once it is silent after its suspend command; the guest's
+        kernel then finishes its own way into S3, which on the lab's emulated (TCG) guests can
+        take seconds more on a loaded 2-core machine (seen: a guest silent 2 s after its suspend
+        command entered S3 9 s later, its systemd slow to act on the request)."""
+        h = self.hosts[name]
+        deadline = time.monotonic() + timeout
+        while True:
+            status = labctl.qmp_status(h)
+            if status == "suspended" or time.monotonic() > deadline:
+                return status
+            time.sleep(0.25)
+
     def restore(self, name: str) -> str:
         """Bring a guest back to running with SSH, whatever state a test left it in; returns the
         state it was found in (running, suspended, off)."""

@@ -174,7 +174,7 @@ def test_gear_shift_by_redfish_with_and_without_wake_on_lan(all_running, disk_bo
     proc = shift(lab, sd, "-e", "gear_shift_gear=2", inventories=[inv], env=env)
     assert proc.returncode == 0, why(proc)
     assert "no Wake-on-LAN among its wake methods (redfish)" in proc.stdout, proc.stdout[-3000:]
-    assert power_of(lab, both) == "suspended"
+    assert lab.in_s3(both) == "suspended"
     assert power_of(lab, rf_only) == "off" and lab.ssh_down(rf_only)
     assert [e["reset_type"] for e in lab.redfish_log(rf_only)][-1] == "GracefulShutdown"
     st = state(sd)

@@ -242,7 +242,7 @@ def test_a_gear_shift_on_a_slurm_cluster_goes_through_slurm(cluster, tmp_path):
         down_s = acts["lab4"].get("elapsed_s", float("nan"))
         assert st["result"] == "ok" and set(acts) == {"lab4"}, st
         assert acts["lab4"]["ok"] and acts["lab4"]["method"] == "slurm" and acts["lab4"]["state"] == "asleep", acts
-        assert states()["lab4"] == "idle~" and lab.qmp_status("lab4") == "suspended" and states()["lab5"] == "idle"
+        assert states()["lab4"] == "idle~" and lab.in_s3("lab4") == "suspended" and states()["lab5"] == "idle"
         # The shift verifies Slurm's state and the host; the program's runner logs its own end when
         # its playbook is done, which may be a moment after the shift's record: waited for, bounded.
         wait(lab, "the SuspendProgram's runner to log lab4 parked",

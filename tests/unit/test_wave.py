@@ -259,6 +259,35 @@ def test_wol_wakes_a_host_and_the_result_says_by_what():
     assert 0.0 < r["attempts"][0]["elapsed_s"] < 0.9
 
 
+def test_magic_packets_are_sent_again_while_the_host_is_silent_and_the_report_says_how_often():
+    """The first packets are lost (or reached a host still going to sleep): the resend wakes it,
+    by WoL, with no other method tried; a host that answers is sent nothing more."""
+    h = FakeHost()
+    calls = []
+
+    def send_wol(hh):
+        calls.append(time.monotonic())
+        if len(calls) == 2:
+            h.up(after=0.05)
+    probe = Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05)
+    w = Wave(probe, send_wol, wol_timeout=4.0, wol_resend=1.0)
+    r = w.wake([entry("a", h, ("wol", "ipmi"), FakeBmc(h, power="on"))])["a"]
+    assert r["ok"] and r["method"] == "wol" and len(r["attempts"]) == 1, r
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.7, calls
+    assert r["attempts"][0]["report"].startswith("wol: magic packets sent 2 times; answered after "), r
+
+
+def test_magic_packets_sent_once_with_no_resend_and_a_silent_host_says_how_often_they_went():
+    h = FakeHost()
+    w, sent = wave(wol_timeout=0.6, wol_resend=0)
+    r = w.wake([entry("a", h)])["a"]
+    assert not r["ok"] and sent == ["a"] and "magic packets sent" not in r["msg"], r
+    w, sent = wave(wol_timeout=1.0, wol_resend=0.3)
+    r = w.wake([entry("a", h)])["a"]
+    assert not r["ok"] and len(sent) >= 2, (r, sent)
+    assert ", magic packets sent %d times)" % len(sent) in r["attempts"][0]["report"], r
+
+
 def test_ipmi_takes_over_when_the_magic_packet_is_lost():
     h = FakeHost()
     bmc = FakeBmc(h)
