@@ -341,9 +341,12 @@ options:
     default: false
   wol_resend:
     description:
-      - Seconds between two sends of a silent host's magic packets while its wake by C(wol) waits; 0 = sent once.
+      - Seconds between two sends of a silent host's magic packets while its wake by C(wol) waits; 0 = sent once,
+        else at least 1. Two sends are at least O(connect_timeout) + O(probe_timeout) apart, so that a host that
+        answers gets its whole greeting's wait.
       - A packet can be lost (UDP), or reach a host that is still on its way into sleep, whose NIC is not yet
         armed for it. A host that answers is sent no more; the attempt's report says how many times they were sent.
+        Only the first send's failure fails the attempt; a later one is in its report and the wait goes on.
     type: float
     default: 5
   wol_repeat:
@@ -423,7 +426,8 @@ hosts:
       method: ipmi
       state: "on"
       attempts:
-        - {method: wol, ok: false, elapsed_s: 60.0, report: "wol: did not become answering within 60 s (240 probes)"}
+        - {method: wol, ok: false, elapsed_s: 60.0,
+           report: "wol: did not become answering within 60 s (240 probes, magic packets sent 12 times)"}
         - {method: ipmi, ok: true, elapsed_s: 41.2,
            report: "ipmi: next boot from Hdd (once); answered after 41.2 s; no new event log entries"}
       wait_s: 101.2
@@ -465,6 +469,14 @@ from ansible.module_utils.fleetnap.validate import ParamError, check_params, nam
 from ansible.module_utils.fleetnap.wave import Probe, Wave, allow_open_files
 from ansible.module_utils.fleetnap.wol import WolError, build_packet, normalize_mac, resolve, send_packets
 
+def resend_period(opt, value):
+    """0 (the magic packets sent once) or 1 s to an hour between two sends: never a storm."""
+    value = number(lo=0, hi=3600)(opt, value)
+    if 0 < value < 1:
+        raise ParamError("option %s: must be 0 (sent once) or at least 1 s, got %s" % (opt, value))
+    return value
+
+
 CHECKS = {
     "wol_timeout": number(lo=0, lo_open=True, hi=3600),
     "ipmi_timeout": number(lo=0, lo_open=True, hi=3600),
@@ -474,7 +486,7 @@ CHECKS = {
     "connect_timeout": number(lo=0, lo_open=True, hi=60),
     "interval": number(lo=0.01, hi=60),
     "wol_repeat": number(lo=1, hi=100, integer=True),
-    "wol_resend": number(lo=0, hi=3600),
+    "wol_resend": resend_period,
     "bmc_concurrency": number(lo=1, hi=256, integer=True),
     "concurrency": number(lo=1, hi=4096, integer=True),
     "min_interval": number(lo=0, hi=600),

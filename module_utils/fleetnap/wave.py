@@ -274,9 +274,11 @@ class Wave(object):
             try:
                 if m == "wol":
                     timeout = self.wol_timeout
-                    ok, took, probes, sends = self._wol_until_answer(h, timeout)
-                    note = "magic packets sent %d times; " % sends if sends > 1 else ""
-                    sent_note = "" if sends == 1 else ", magic packets sent %d times" % sends
+                    ok, took, probes, sends, failed = self._wol_until_answer(h, timeout)
+                    sent_note = "magic packets sent %s%s" % ("once" if sends == 1 else "%d times" % sends,
+                                                             "; sending them again failed: %s" % failed if failed else "")
+                    note = "%s; " % sent_note if sends > 1 or failed else ""
+                    sent_note = ", %s" % sent_note if note else ""
                 elif m in ("ipmi", "redfish"):
                     booting, note_boot, marker = self._ipmi_on(h)
                     timeout = self.ipmi_timeout
@@ -312,23 +314,36 @@ class Wave(object):
         """The host's magic packets, then its answer awaited for ``timeout`` s, the packets sent
         again every ``wol_resend`` s while it is silent (0: once). A packet can be lost (UDP), or
         reach a host that is still on its way into sleep, whose NIC is not yet armed for it; a
-        host that wakes on the first ones is not sent more. (answered, seconds to the answer or
-        None, probes, times the packets were sent)."""
+        host that wakes on the first ones is not sent more. Two sends are at least a connection
+        attempt and a greeting's wait apart (connect_timeout + probe_timeout): each period's wait
+        ends its connections, and a host that answers gets its whole greeting's wait in the next.
+        Only the first send's failure fails the attempt; a later one is noted and the wait goes
+        on (the first packets may be waking the host). (answered, seconds to the answer or None,
+        probes, times the packets were sent, the last resend's failure or "")."""
+        period = 0.0
+        if self.wol_resend and self.wol_resend > 0:
+            period = max(self.wol_resend, getattr(self.probe, "connect_timeout", 0.0)
+                         + getattr(self.probe, "probe_timeout", 0.0))
         start = self.clock()
         deadline = start + timeout
-        probes, sends = 0, 0
+        probes, sends, failed = 0, 0, ""
         while True:
-            self.send_wol(h)
-            sends += 1
+            try:
+                self.send_wol(h)
+                sends += 1
+            except Exception as exc:  # WolError, OSError: the first send's fails the attempt
+                if not sends:
+                    raise
+                failed = str(exc)
             began = self.clock()
             left = deadline - began
-            step = min(left, self.wol_resend) if self.wol_resend and self.wol_resend > 0 else left
+            step = min(left, period) if period else left
             ok, took, n = self.probe.until_answer(h["address"], h["port"], max(0.05, step))
             probes += n
             if ok:
-                return True, round(began - start + took, 3), probes, sends
+                return True, round(began - start + took, 3), probes, sends, failed
             if self.clock() >= deadline or step >= left:
-                return False, None, probes, sends
+                return False, None, probes, sends, failed
 
     def _ipmi_on(self, h):
         """Power the host on by its BMC (IPMI or Redfish): (booting, note, event log marker);

@@ -644,6 +644,7 @@ GEAR_WAVE = [
     ("wol_repeat 0", dict(GW, wol_repeat=0), "option wol_repeat: must be >= 1"),
     ("wol_resend negative", dict(GW, wol_resend=-5), "option wol_resend: must be >= 0"),
     ("wol_resend nan", dict(GW, wol_resend=NAN), "option wol_resend: must be a finite number"),
+    ("wol_resend a storm", dict(GW, wol_resend=0.05), "option wol_resend: must be 0 (sent once) or at least 1 s, got 0.05"),
     ("bmc_concurrency 0", dict(GW, bmc_concurrency=0), "option bmc_concurrency: must be >= 1"),
     ("concurrency a million", dict(GW, concurrency=10 ** 6), "option concurrency: must be >= 1 and <= 4096"),
     ("rate_limit_dir relative", dict(GW, rate_limit_dir="rl"), "option rate_limit_dir: must be an absolute path"),

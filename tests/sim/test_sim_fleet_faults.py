@@ -124,7 +124,8 @@ def test_lost_magic_packets_are_taken_over_by_the_bmc_and_no_host_is_lost(fsim, 
     assert len(parked) >= 60 and st["result"] == "ok"
     assert all(power(fsim, n) == "S3" for n in parked)
     assert all_answer(fsim, but=parked) == []
-    # 5 % of the fleet: every magic packet is lost, however often the wave sends them (every 2 s)
+    # 5 % of the fleet: every magic packet is lost, however often the wave sends them (every 2 s
+    # asked: every 4 s, a connection attempt and a greeting's wait, the least between two sends)
     lost = parked[::len(parked) // 5][:5]
     for n in lost:
         fsim.cli("fault", n, "drop-wol", "1000")
@@ -133,7 +134,7 @@ def test_lost_magic_packets_are_taken_over_by_the_bmc_and_no_host_is_lost(fsim, 
     for n in first_lost:
         fsim.cli("fault", n, "drop-wol", "3")
     try:
-        proc, st = shift(fsim, gear, "-e", "gear_shift_gear=3", "-e", "gear_shift_wol_timeout_s=6",
+        proc, st = shift(fsim, gear, "-e", "gear_shift_gear=3", "-e", "gear_shift_wol_timeout_s=10",
                          "-e", "gear_shift_wol_resend_s=2")
     finally:
         for n in lost:
@@ -150,7 +151,7 @@ def test_lost_magic_packets_are_taken_over_by_the_bmc_and_no_host_is_lost(fsim, 
             assert a["method"] == "ipmi" and [(t["method"], t["ok"]) for t in a["attempts"]] == \
                 [("wol", False), ("ipmi", True)], a
             report = a["attempts"][0]["report"]
-            assert "did not become answering within 6 s" in report, a
+            assert "did not become answering within 10 s" in report, a
             sends = int(report.split("magic packets sent ")[1].split()[0])
             assert sends >= 2 and sum("dropped" in w for w in whys) == 3 * sends and whys[-1] == "booted", (a, whys)
         elif n in first_lost:

@@ -277,6 +277,49 @@ def test_magic_packets_are_sent_again_while_the_host_is_silent_and_the_report_sa
     assert r["attempts"][0]["report"].startswith("wol: magic packets sent 2 times; answered after "), r
 
 
+def test_a_host_that_greets_slower_than_the_resend_period_is_still_seen():
+    """Each period's wait ends its connections: two sends are at least a connection attempt and
+    a greeting's wait apart, so a host awake and greeting in 0.7 s is seen with a resend asked
+    every 0.3 s (with 0.3 s periods its greeting never came in time)."""
+    h = FakeHost(greet_after=0.7)
+    sent = []
+
+    def send_wol(hh):
+        sent.append(1)
+        h.up()
+    w = Wave(Probe(connect_timeout=0.3, probe_timeout=1.0, interval=0.05), send_wol, wol_timeout=6.0, wol_resend=0.3)
+    r = w.wake([entry("a", h)])["a"]
+    assert r["ok"] and r["method"] == "wol" and sent, r
+
+
+def test_a_resend_that_fails_is_noted_and_the_wait_goes_on():
+    h = FakeHost(greet_after=0.2)
+    calls = []
+
+    def send_wol(hh):
+        calls.append(1)
+        if len(calls) == 1:
+            h.up(after=2.3)         # the first packets woke it; it answers after the second send
+        else:
+            raise OSError("Network is unreachable")
+    w = Wave(Probe(connect_timeout=0.3, probe_timeout=1.0, interval=0.05), send_wol, wol_timeout=8.0, wol_resend=2.0)
+    r = w.wake([entry("a", h)])["a"]
+    assert r["ok"] and r["method"] == "wol" and len(calls) >= 2, r
+    assert "magic packets sent once; sending them again failed: Network is unreachable; answered after" \
+        in r["attempts"][0]["report"], r
+
+
+def test_the_first_send_failing_fails_the_attempt_at_once():
+    h = FakeHost()
+
+    def send_wol(hh):
+        raise OSError("Network is unreachable")
+    w = Wave(Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05), send_wol, wol_timeout=5.0)
+    t = time.monotonic()
+    r = w.wake([entry("a", h)])["a"]
+    assert not r["ok"] and r["attempts"][0]["report"] == "wol: Network is unreachable" and time.monotonic() - t < 1, r
+
+
 def test_magic_packets_sent_once_with_no_resend_and_a_silent_host_says_how_often_they_went():
     h = FakeHost()
     w, sent = wave(wol_timeout=0.6, wol_resend=0)
