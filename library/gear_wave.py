@@ -469,6 +469,7 @@ from ansible.module_utils.fleetnap.validate import ParamError, check_params, nam
 from ansible.module_utils.fleetnap.wave import Probe, Wave, allow_open_files
 from ansible.module_utils.fleetnap.wol import WolError, build_packet, normalize_mac, resolve, send_packets
 
+
 def resend_period(opt, value):
     """0 (the magic packets sent once) or 1 s to an hour between two sends: never a storm."""
     value = number(lo=0, hi=3600)(opt, value)
