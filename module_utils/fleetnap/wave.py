@@ -275,10 +275,10 @@ class Wave(object):
                 if m == "wol":
                     timeout = self.wol_timeout
                     ok, took, probes, sends, failed = self._wol_until_answer(h, timeout)
-                    sent_note = "magic packets sent %s%s" % ("once" if sends == 1 else "%d times" % sends,
-                                                             "; sending them again failed: %s" % failed if failed else "")
-                    note = "%s; " % sent_note if sends > 1 or failed else ""
-                    sent_note = ", %s" % sent_note if note else ""
+                    sends_text = "magic packets sent %s%s" % ("once" if sends == 1 else "%d times" % sends,
+                                                              "; sending them again failed: %s" % failed if failed else "")
+                    note = "%s; " % sends_text if sends > 1 or failed else ""
+                    sent_note = ", %s" % sends_text if note else ""
                 elif m in ("ipmi", "redfish"):
                     booting, note_boot, marker = self._ipmi_on(h)
                     timeout = self.ipmi_timeout
@@ -322,8 +322,7 @@ class Wave(object):
         probes, times the packets were sent, the last resend's failure or "")."""
         period = 0.0
         if self.wol_resend and self.wol_resend > 0:
-            period = max(self.wol_resend, getattr(self.probe, "connect_timeout", 0.0)
-                         + getattr(self.probe, "probe_timeout", 0.0))
+            period = max(self.wol_resend, self.probe.connect_timeout + self.probe.probe_timeout)
         start = self.clock()
         deadline = start + timeout
         probes, sends, failed = 0, 0, ""
