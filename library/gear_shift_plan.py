@@ -215,6 +215,28 @@ wake_batches:
   returned: success
   type: list
   elements: list
+wake_waves:
+  description:
+    - The waves the controller runs alone, one M(gear_wave) call each, when no host of RV(wake_phase_hosts) has a step
+      to run (RV(step_hosts) empty) and the shift's own waves wake them (O(scheduler) C(none)); else empty.
+    - Per wave (RV(wake_batches), in order) its C(hosts), the hosts it wakes (C(up), of RV(up_hosts)) and the results of
+      the hosts it puts back (C(back), of RV(back_actions)).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{hosts: [lab2, lab3], up: [lab2], back: [{host: lab3, action: back, ok: true, state: "on"}]}]
+wake_play_hosts:
+  description:
+    - The hosts a play over them must wake (the role's C(wake) phase): every host of RV(wake_phase_hosts) when one has a
+      step to run or Slurm wakes them, else none (RV(wake_waves) wakes them from the controller).
+  returned: success
+  type: list
+  elements: str
+wake_play_batches:
+  description: RV(wake_play_hosts) cut as RV(wake_batches) (the batches the role's C(main) includes its C(wake) tasks for).
+  returned: success
+  type: list
+  elements: list
 down_batches:
   description: RV(down_hosts) cut in batches of O(batch_size), in order (what the down play's C(serial) makes).
   returned: success

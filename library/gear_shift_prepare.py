@@ -293,7 +293,8 @@ observe_elapsed_s:
 plan:
   description:
     - The plan, as M(gear_shift_plan) returns it (C(gear), C(groups_on), C(actions), C(up_hosts), C(down_hosts),
-      C(back_hosts), C(wake_phase_hosts), C(wake_batches), C(down_batches), C(step_hosts), C(bmc_check),
+      C(back_hosts), C(wake_phase_hosts), C(wake_batches), C(wake_waves), C(wake_play_hosts),
+      C(wake_play_batches), C(down_batches), C(step_hosts), C(bmc_check),
       C(counts), C(result), C(journal_written) ...; C(resumed) when the journal was written).
   returned: success
   type: dict

@@ -57,6 +57,21 @@ def step_hosts(wake_hosts, observed, health, undrain, scheduler):
     return [h for h in wake_hosts if (observed.get(h) or {}).get("resume_hook") is not True]
 
 
+def wake_split(wake_batches, up_hosts, back_actions, steps, scheduler):
+    """Where the wake phase runs (see RV(wake_waves), RV(wake_play_hosts), RV(wake_play_batches)):
+    (waves, play_hosts, play_batches). When no host it acts on has a step to run (``steps``: the
+    plan's step_hosts) and fleetnap's own waves wake them (not Slurm's), every wave is one call on
+    the controller: ``waves`` has per batch its hosts, those it wakes and the results of those it
+    puts back, and no play over the hosts is needed (play_hosts and play_batches empty). Otherwise
+    the wake play runs over every host of the phase, batch by batch, and ``waves`` is empty."""
+    if scheduler == "slurm" or steps:
+        return [], [h for batch in wake_batches for h in batch], [list(batch) for batch in wake_batches]
+    up = set(up_hosts)
+    waves = [{"hosts": list(batch), "up": [h for h in batch if h in up],
+              "back": [a for a in back_actions if a["host"] in batch]} for batch in wake_batches]
+    return waves, [], []
+
+
 def day_of(p):
     """The checked options' rotation date (None: today), and the batch sizes' syntax, before
     anything is read: ShiftError naming the option otherwise."""
@@ -81,6 +96,8 @@ def make(p, hosts, day):
     out["wake_batches"] = batches(out["wake_phase_hosts"], p["wake_batch_size"], "wake_batch_size")
     out["step_hosts"] = step_hosts(out["wake_phase_hosts"], hosts, p["wake_health"], p["wake_undrain"],
                                    p["scheduler"])
+    out["wake_waves"], out["wake_play_hosts"], out["wake_play_batches"] = wake_split(
+        out["wake_batches"], out["up_hosts"], out["back_actions"], out["step_hosts"], p["scheduler"])
     out["down_batches"] = batches(out["down_hosts"], p["batch_size"], "batch_size")
     out["journal_written"] = False
     return out

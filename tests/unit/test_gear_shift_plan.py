@@ -747,3 +747,22 @@ def test_the_wake_phase_runs_steps_only_on_the_hosts_that_need_one():
     assert gsp.step_hosts(["a", "b", "c"], seen, False, True, "none") == ["a", "b", "c"]
     assert gsp.step_hosts(["a", "b", "c"], seen, False, True, "slurm") == []
     assert gsp.step_hosts(["a", "b"], seen, True, False, "slurm") == ["a", "b"]
+
+
+def test_the_controller_wakes_the_waves_when_no_woken_host_has_a_step():
+    """wake_split (shiftplan: the plan's wake_waves, wake_play_hosts, wake_play_batches): with no step
+    on any host the wake phase acts on and fleetnap's own waves, every wave is one controller call,
+    each with its hosts, those it wakes and the results of those it puts back, and the wake play
+    has no host; a single step host, or Slurm, sends the whole phase to the wake play."""
+    from ansible.module_utils.fleetnap import shiftplan as gsp
+    batches = [["a", "b"], ["c", "d"], ["e"]]
+    back = [{"host": "b", "action": "back", "ok": True}, {"host": "e", "action": "back", "ok": True}]
+    waves, play, play_batches = gsp.wake_split(batches, ["a", "c", "d"], back, [], "none")
+    assert waves == [{"hosts": ["a", "b"], "up": ["a"], "back": [back[0]]},
+                     {"hosts": ["c", "d"], "up": ["c", "d"], "back": []},
+                     {"hosts": ["e"], "up": [], "back": [back[1]]}]
+    assert play == [] and play_batches == []
+    for steps, scheduler in ((["d"], "none"), ([], "slurm"), (["a"], "slurm")):
+        waves, play, play_batches = gsp.wake_split(batches, ["a", "c", "d"], back, steps, scheduler)
+        assert waves == [] and play == ["a", "b", "c", "d", "e"] and play_batches == batches
+    assert gsp.wake_split([], [], [], [], "none") == ([], [], [])

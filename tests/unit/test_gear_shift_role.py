@@ -21,7 +21,7 @@ import yaml
 from conftest import REPO, TARGET_PYTHON, VENV_BIN
 
 SPEC = yaml.safe_load((REPO / "roles/gear_shift/meta/argument_specs.yml").read_text())["argument_specs"]
-PHASES = ["lock", "observe", "plan", "wake", "down", "observe_again", "record"]
+PHASES = ["lock", "observe", "plan", "wake_waves", "wake", "down", "observe_again", "record"]
 PLAYS = ["prepare", "wake", "down", "finish"]          # playbooks/gear_shift.yml: prepare = lock + observe + plan
 # the AWX workflow's jobs (playbooks/gear_shift_workflow_*.yml) and the two inputs only they read
 WORKFLOW = ["workflow_plan", "workflow_slice", "workflow_slice_finish", "workflow_record"]
@@ -101,6 +101,8 @@ BAD = {
                 "argument 'gear_shift_probe_timeout_s' is of type str and we were unable to convert to float"),
     "plan": ({"gear_shift_replicas": "three"},
              "argument 'gear_shift_replicas' is of type str and we were unable to convert to int"),
+    "wake_waves": ({"gear_shift_wol_resend_s": "often"},
+                   "argument 'gear_shift_wol_resend_s' is of type str and we were unable to convert to float"),
     "wake": ({"gear_shift_ipmi_cycle_parked": "sometimes"},
              "argument 'gear_shift_ipmi_cycle_parked' is of type str and we were unable to convert to bool"),
     "down": ({"gear_shift_suspend_mode": "s3"}, "value of gear_shift_suspend_mode must be one of: deep, any, got: s3"),
@@ -196,16 +198,21 @@ def test_the_thin_playbook_is_four_plays_calling_the_phases_in_order():
     phases, hosts, serial = [], {}, {}
     for play in plays:
         (task,) = play["tasks"]
+        calls = [task]
         if "block" in task:
             assert task["run_once"] is True and task["delegate_to"] == "localhost"
-            (task,) = task["block"]
-        call = task["ansible.builtin.import_role"]
-        assert call["name"] == "gear_shift"
-        phase = call["tasks_from"]
-        phases.append(phase)
-        assert call.get("rolespec_validate", True) is (phase == "prepare")
-        assert ("block" in play["tasks"][0]) is (phase == "prepare")
-        hosts[phase], serial[phase] = play["hosts"], play.get("serial")
+            calls = task["block"]
+        for i, call in enumerate(c["ansible.builtin.import_role"] for c in calls):
+            assert call["name"] == "gear_shift"
+            phase = call["tasks_from"]
+            if i:                           # the wake from the controller, in prepare's play
+                assert (phases[-1], phase) == ("prepare", "wake_waves")
+                assert call["rolespec_validate"] is False
+                continue
+            phases.append(phase)
+            assert call.get("rolespec_validate", True) is (phase == "prepare")
+            assert ("block" in play["tasks"][0]) is (phase == "prepare")
+            hosts[phase], serial[phase] = play["hosts"], play.get("serial")
     assert phases == PLAYS
     # The plays that act run over the hosts the plan acts on (the groups its phase adds); prepare
     # and finish over every target, no play on localhost (what they learn is the targets' own).
