@@ -227,7 +227,7 @@ wake_waves:
   sample: [{hosts: [lab2, lab3], up: [lab2], back: [{host: lab3, action: back, ok: true, state: "on"}]}]
 wake_play_hosts:
   description:
-    - The hosts a play over them must wake (the role's C(wake) phase): every host of RV(wake_phase_hosts) when one has a
+    - The hosts a play over them must wake (the role's C(wake) phase) - every host of RV(wake_phase_hosts) when one has a
       step to run or Slurm wakes them, else none (RV(wake_waves) wakes them from the controller).
   returned: success
   type: list

@@ -11,6 +11,8 @@ For each direction it measures
     silence / the SSH greeting in parallel,
 and states the share of the wall time spent waiting for the guests versus orchestration overhead,
 and the playbook / baseline ratio, each the median of ``--repeat`` runs (never the best one).
+Beside them, what Ansible alone costs in the same run: ansible-playbook with the shift's four plays
+over the lab's inventory and a single module call on the controller (reported, not a target).
 Target (issue 35; issue 17 had 5 s): the up shift's orchestration (wall time less the guests' own wait) <= 2 s.
 The report goes to docs/bench/gear_shift_lab.txt (benchlib); exit 1 on a MISS. Needs the lab
 running (make lab-up) and root.
@@ -62,6 +64,51 @@ def playbook(state_dir, gear):
     waits = [float(a["wait_s"]) for a in st["actions"]]
     return {"wall_s": round(wall, 2), "guest_wait_s": round(max(waits), 2) if waits else 0.0,
             "hosts": len(waits), "shift_duration_s": float(st["duration_s"])}
+
+
+# What Ansible alone costs on this machine, measured in the same run (reported, not a target): the
+# shift's four plays over the same inventory with one module call, once, on the controller.
+FLOOR_PLAYBOOK = """
+- name: like prepare
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: one module call on the controller
+      ansible.builtin.command: "true"
+      changed_when: false
+      run_once: true
+      delegate_to: localhost
+- name: like wake
+  hosts: "{{ groups['fleetnap_none'] | default([]) }}"
+  gather_facts: false
+  tasks: []
+- name: like down
+  hosts: "{{ groups['fleetnap_none'] | default([]) }}"
+  gather_facts: false
+  tasks: []
+- name: like finish
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: a debug task once
+      ansible.builtin.debug:
+        msg: done
+      run_once: true
+"""
+
+
+def ansible_floor(tmp):
+    """Seconds for ansible-playbook to run FLOOR_PLAYBOOK on the lab's inventory."""
+    book = Path(tmp) / "floor.yml"
+    book.write_text(FLOOR_PLAYBOOK)
+    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab"), str(book)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    took = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit("the Ansible floor playbook failed:\n%s" % proc.stdout[-2000:])
+    return round(took, 2)
 
 
 def _parallel(fn, names):
@@ -134,7 +181,8 @@ def main():
             b_down, _ = baseline_down(lab, down_hosts)
             time.sleep(1)
             b_up, _ = baseline_up(lab, down_hosts)
-            runs.append({"down": dict(down, baseline_s=round(b_down, 2)), "up": dict(up, baseline_s=round(b_up, 2))})
+            runs.append({"down": dict(down, baseline_s=round(b_down, 2)), "up": dict(up, baseline_s=round(b_up, 2)),
+                         "ansible_floor_s": ansible_floor(tmp)})
     for name in ALL:
         lab.restore(name)
 
@@ -156,6 +204,9 @@ def main():
         summary[phase] = {"wall_s": wall, "orchestration_s": orch, "baseline_s": base,
                           "ratio_to_baseline": round(wall / base, 2), "runs": rows}
         rep.print("%s shift / baseline (medians): %.1fx" % (phase, wall / base))
+    floor = rep.runs("Ansible alone: the shift's four plays over the lab with one module call on the controller "
+                     "(reported, not a target)", [r["ansible_floor_s"] for r in runs])["median"]
+    summary["ansible_floor_s"] = floor
     rep.target("up shift orchestration (median s)", summary["up"]["orchestration_s"], "<=",
                UP_ORCHESTRATION_TARGET_S, "s")
     out = Path(args.json)
