@@ -139,7 +139,8 @@ def test_the_roles_collect_the_record_by_the_readers_own_pattern():
     lookups = {str(p.relative_to(REPO)) for p in (REPO / "roles").rglob("*.yml")
                if "query('fleetnap.power.power_records'" in p.read_text()}
     assert {"roles/gear_shift/tasks/observe_all.yml", "roles/gear_shift/tasks/prepare.yml",
-            "roles/gear_shift/tasks/wake.yml", "roles/gear_shift/tasks/down.yml"} == lookups
+            "roles/gear_shift/tasks/wake_waves.yml", "roles/gear_shift/tasks/wake.yml",
+            "roles/gear_shift/tasks/down.yml"} == lookups
     found = {}
     for path in sorted((REPO / "roles").rglob("*.yml")):
         for m in re.finditer(r"query\('ansible\.builtin\.varnames', '([^']+)'\)", path.read_text()):
