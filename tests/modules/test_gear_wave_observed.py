@@ -52,8 +52,8 @@ def test_the_wave_writes_its_batch_into_the_journal_itself(tmp_path):
     the batch given with it) too, and with the lock file both results are in the running shift's
     actions, exactly as gear_state after_up writes them (the same call made the other way, on a
     copy, gives the same file but for the times). A state file that is not JSON is refused before
-    any packet is sent; a wave with no host left (every drain hook failed) still writes its
-    batch's results. Real sockets on loopback, a real lock."""
+    any packet is sent; a wave with no host left (every drain hook failed, or only a host put back
+    to wake) still writes its batch's results. Real sockets on loopback, a real lock."""
     import json
     srv = GreetingServer()
     srv.answering.set()
@@ -106,6 +106,30 @@ def test_the_wave_writes_its_batch_into_the_journal_itself(tmp_path):
         assert not got.get("failed") and got["journal"]["written"] is True, got
         doc = json.loads(state.read_text())
         assert doc["hosts"]["h3"]["state"] == "on" and doc["in_progress"]["failed"]
+        # a wake wave with no host to wake, only one put back (woken outside the shift; the role's
+        # wake_waves gives its result): the wave writes it into the journal and sends no packet
+        doc["hosts"]["h4"] = {"state": "asleep", "since": "2026-12-01T00:00:00Z"}
+        state.write_text(json.dumps(doc))
+        udp.setblocking(False)
+        while True:                 # the packets of the waves above (sent more than once) are read first
+            try:
+                udp.recvfrom(1024)
+            except BlockingIOError:
+                break
+        udp.settimeout(0.5)
+        put_back = {"host": "h4", "action": "back", "ok": True, "state": "on", "msg": "woken outside a shift"}
+        got = run_module("gear_wave", {"action": "up", "hosts": [], "rate_limit_dir": str(tmp_path / "rl"),
+                                       "journal": {"state_file": str(state), "lock_file": str(lock),
+                                                   "batch": ["h4"], "results": [put_back]}})
+        assert not got.get("failed") and got["journal"] == {"written": True, "updated": {"h4": "on"}}, got
+        doc = json.loads(state.read_text())
+        assert doc["hosts"]["h4"]["state"] == "on"
+        assert ("h4", "back", True) in [(a["host"], a["action"], a["ok"]) for a in doc["in_progress"]["actions"]]
+        try:
+            udp.recvfrom(1024)
+            raise AssertionError("a packet was sent for a wave with no host to wake")
+        except socket.timeout:
+            pass
     finally:
         srv.stop.set()
         srv.join()
