@@ -325,6 +325,11 @@ class Host:
         offered = self.cfg["power_state"]
         if value == offered:
             return None
+        if not value.strip():
+            # A write under way (``echo mem >`` truncates, then writes): read again at the next poll.
+            # Written back now, the host's word would land inside the kernel's offer and be lost.
+            self.seen.pop("state", None)
+            return None
         with contextlib.suppress(OSError):
             (power / "state").write_text(offered)        # reads back as the kernel offers it
         words = value.split()

@@ -240,13 +240,66 @@ options:
         caller to release.
     type: bool
     default: true
+  whole_shift:
+    description:
+      - Go on to run the whole shift in this call when the plan lets the controller do all of it - no host goes
+        down, none of the hosts it wakes or puts back has a step to run on it (RV(plan.wake_play_hosts) empty, so its
+        RV(plan.wake_waves) are the whole wake), not Slurm, every BMC the plan needs answered (its C(bmc_check)),
+        O(journal) on and not check mode. Then each of the plan's C(wake_waves) runs as M(gear_wave) runs it
+        (C(action=up), the observation as its C(observed), its results written into the journal), then the shift is
+        recorded as M(gear_record) records it (from the observation before the shift, C(observed_before)), and the
+        lock is released. One process for the shift, no module start for each wave and for the record.
+      - The waves take their BMC rate limit from O(min_interval), O(retries), O(session_timeout) and
+        O(rate_limit_dir), as the observation does; M(gear_wave)'s other options keep their defaults.
+      - Otherwise (or without this option) the call stops after the plan, as before, and RV(went_on) is false.
+      - A wave that fails for a host does not stop the next wave; after the waves the record finds the failure in
+        the journal, writes nothing, keeps the lock and says to observe again (RV(record.observe_again)), as
+        M(gear_record) with C(observe_again_on_failure) does. A journal or record that cannot be written fails the
+        call, which says so, releases the lock and returns every wave's result (RV(waves)).
+    type: dict
+    suboptions:
+      wol_timeout:
+        description: Seconds a host has to answer after its magic packets (M(gear_wave)'s).
+        type: float
+        default: 90
+      wol_resend:
+        description: Seconds between two sends of the magic packets while a host is silent, 0 = once (M(gear_wave)'s).
+        type: float
+        default: 5
+      ipmi_timeout:
+        description: Seconds a host has to answer after its BMC powered it on (M(gear_wave)'s).
+        type: float
+        default: 300
+      cycle_unresponsive:
+        description: Power-cycle a host whose BMC says on while it stays silent (M(gear_wave)'s).
+        type: bool
+        default: false
+      bmc_concurrency:
+        description: BMC commands of the waves in flight at once (M(gear_wave)'s).
+        type: int
+        default: 4
+      history_file:
+        description: The gear history (JSON lines) the record appends to (M(gear_record)'s).
+        type: path
+        required: true
+      power_file:
+        description: Where the hosts' power figures are kept (M(gear_record)'s).
+        type: path
+        required: true
+      measured_file:
+        description: Where the watts the BMCs measured are kept (M(gear_record)'s).
+        type: path
+      metrics_dir:
+        description: The textfile collector's directory for the C(fleetnap_gear*) metrics (M(gear_record)'s).
+        type: path
+        required: true
 attributes:
   check_mode:
     support: full
     details:
       - The lock is decided (another live owner refuses) but not taken, the hosts are observed, the plan is made;
         neither the lock, the journal nor the state file is written (the BMC rate limiter keeps its timestamps in
-        O(rate_limit_dir), as for M(gear_observe)).
+        O(rate_limit_dir), as for M(gear_observe)). O(whole_shift) does not go on.
   diff_mode:
     support: none
   platform:
@@ -259,6 +312,8 @@ seealso:
   - module: shift_lock
   - module: gear_observe
   - module: gear_shift_plan
+  - module: gear_wave
+  - module: gear_record
 """
 
 EXAMPLES = r"""
@@ -271,6 +326,20 @@ EXAMPLES = r"""
     replicas: 3
     hosts: "{{ query('fleetnap.power.power_records', *ansible_play_hosts_all) }}"
     parked_probe_timeout: 0.5
+  delegate_to: localhost
+  run_once: true
+  register: prep
+
+- name: The same, and when the plan only wakes hosts from here, wake them and record the shift in this call
+  gear_shift_prepare:
+    lock_file: /var/lib/fleetnap/gear/shift.lock
+    state_file: /var/lib/fleetnap/gear/state.json
+    gear: 3
+    hosts: "{{ query('fleetnap.power.power_records', *ansible_play_hosts_all) }}"
+    whole_shift:
+      history_file: /var/lib/fleetnap/gear/history.jsonl
+      power_file: /var/lib/fleetnap/gear/power_w.json
+      metrics_dir: /var/lib/prometheus/node-exporter
   delegate_to: localhost
   run_once: true
   register: prep
@@ -306,6 +375,28 @@ started_epoch:
   description: The same, in seconds since the epoch.
   returned: success
   type: float
+went_on:
+  description: Whether this call went on to run the whole shift (O(whole_shift)); RV(waves) and RV(record) say how it went.
+  returned: success
+  type: bool
+  sample: false
+waves:
+  description:
+    - With RV(went_on), what each of the plan's C(wake_waves) returned, in order, as M(gear_wave) returns it but for
+      its C(hosts) - C(ok), C(not_ok), C(elapsed_s), C(journal). Each host's result (its method, attempts and times)
+      is in the journal and in the actions of RV(record)'s C(record).
+    - On a failure after the waves ran (a journal or a record that could not be written), the waves that ran (the
+      one whose journal could not be written with its C(hosts)).
+  returned: success with RV(went_on), and a failure after a wave ran
+  type: list
+  elements: dict
+record:
+  description:
+    - With RV(went_on), what M(gear_record) returns for the shift (C(result), C(reason), C(report), C(record),
+      C(energy), C(lock_released), C(written)), or C(observe_again=true) when a wave failed (nothing written, the lock
+      kept; the caller observes again and records).
+  returned: success with RV(went_on)
+  type: dict
 lock_released:
   description: On a failure after the lock was taken, whether this call released it (the message says so too).
   returned: a failure after the lock was taken
@@ -316,12 +407,94 @@ import time
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap import fileio, fleetobserve, shiftlock, shiftplan
+from ansible.module_utils.fleetnap import fileio, fleetobserve, recordcall, shiftlock, shiftplan, wavecall
+from ansible.module_utils.fleetnap.fleethosts import host_options
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError, check_host_records, target_groups
-from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, text
+from ansible.module_utils.fleetnap.observe import compile_greeting
+from ansible.module_utils.fleetnap.secrets import Scrubber
+from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, text, validate
 
 CHECKS = dict(shiftplan.CHECKS, lock_file=path(), purpose=text(max_len=500), lease=number(lo=1, hi=604800, integer=True))
+# whole_shift's wave options (gear_wave's checks) and the record's files (gear_record's)
+WAVE_KEYS = ("wol_timeout", "wol_resend", "ipmi_timeout", "cycle_unresponsive", "bmc_concurrency")
+RECORD_KEYS = ("history_file", "power_file", "measured_file", "metrics_dir")
+WHOLE_CHECKS = dict([("whole_shift." + k, wavecall.CHECKS[k]) for k in WAVE_KEYS if k in wavecall.CHECKS]
+                    + [("whole_shift." + k, recordcall.CHECKS[k]) for k in RECORD_KEYS])
+# the host entry's own fields a wave takes from the observation's entry (its record already read)
+HOST_KEYS = tuple(k for k in host_options() if k not in ("inventory", "record"))
+
+
+def whole_shift_options():
+    return dict(
+        wol_timeout=dict(type="float", default=90),
+        wol_resend=dict(type="float", default=5),
+        ipmi_timeout=dict(type="float", default=300),
+        cycle_unresponsive=dict(type="bool", default=False),
+        bmc_concurrency=dict(type="int", default=4),
+        history_file=dict(type="path", required=True),
+        power_file=dict(type="path", required=True),
+        measured_file=dict(type="path"),
+        metrics_dir=dict(type="path", required=True),
+    )
+
+
+def wave_hosts(p, seen, plan):
+    """Each of the plan's wake_waves' hosts to wake as gear_wave takes them (the entry's own fields,
+    gear_wave's per-host defaults, the wake fields from the observation), checked as gear_wave
+    checks them: ParamError naming the host. A list per wave."""
+    entries = dict((h["name"], h) for h in p["hosts"])
+    waves = []
+    for wave in plan["wake_waves"]:
+        hosts = [dict(wavecall.own_defaults(), **dict((k, entries[n].get(k)) for k in HOST_KEYS)) for n in wave["up"]]
+        try:
+            wavecall.check("up", hosts, "^SSH-", observed=seen)
+        except ValueError as exc:
+            raise ParamError(str(exc))
+        waves.append(hosts)
+    return waves
+
+
+def go_on(module, p, seen, plan, started, waves, failed):
+    """The plan's waves, each written into the journal as gear_wave writes it, then the record as
+    gear_record makes it: (the waves' results, the record's). A failure: ``failed(msg, waves=...)``
+    (the lock released), with the waves that ran."""
+    given = p["whole_shift"]
+    wp = dict((k, v.get("default")) for k, v in wavecall.options().items())
+    wp.update((k, given[k]) for k in WAVE_KEYS)
+    wp.update((k, p[k]) for k in ("min_interval", "retries", "session_timeout", "rate_limit_dir"))
+    scrubber = Scrubber(*[h.get("bmc_password") for h in p["hosts"] if isinstance(h.get("bmc_password"), str)])
+    matcher = compile_greeting(wp["greeting"])
+    done = []
+    try:
+        for wave, hosts in zip(plan["wake_waves"], waves):
+            given_journal = dict(state_file=p["state_file"], lock_file=p["lock_file"], batch=wave["hosts"],
+                                 results=wave["back"])
+            kept = wavecall.journal_of(given_journal)   # each wave's after the one before it wrote
+            ran = wavecall.act(module, wp, "up", hosts, matcher, kept, given_journal, scrubber,
+                               lambda msg, result: failed(msg, waves=done + [result]))
+            # each host's result is in the journal (and in the record's actions): not returned twice
+            done.append(dict((k, v) for k, v in ran.items() if k != "hosts"))
+    except (ParamError, ValueError, OSError, fileio.HostFsError) as e:
+        failed("a wave of the shift could not run: %s (the waves before it ran: waves; the journal has their "
+               "results)" % e, waves=done)
+    except Exception as e:  # never a lock left behind a traceback
+        failed("a wave of the shift failed: %s: %s (the waves before it ran: waves; the journal has their results)"
+               % (e.__class__.__name__, e), waves=done)
+    rp = dict((k, v.get("default")) for k, v in recordcall.options().items())
+    rp.update((k, given[k]) for k in RECORD_KEYS)
+    rp.update(plan=plan, observed=seen, observed_before=True, observe_again_on_failure=True, replicas=p["replicas"],
+              gmin=p["gmin"], started=datetime.fromtimestamp(started, timezone.utc).isoformat(),
+              started_epoch=started, state_file=p["state_file"], lock_file=p["lock_file"])
+    try:
+        validate(rp, recordcall.CHECKS)
+        return done, recordcall.run(module, rp)
+    except (ParamError, recordcall.RecordError) as e:
+        failed("the waves ran (every host's result is in waves; the journal has them) but the shift could not be "
+               "recorded: %s" % e, waves=done)
+    except Exception as e:  # the same: released, and the error named
+        failed("the waves ran (every host's result is in waves; the journal has them) but the record failed: %s: %s"
+               % (e.__class__.__name__, e), waves=done)
 
 
 def main():
@@ -333,6 +506,7 @@ def main():
         purpose=dict(type="str", default=""),
         lease=dict(type="int"),
         journal=dict(type="bool", default=True),
+        whole_shift=dict(type="dict", options=whole_shift_options()),
     )
     module = AnsibleModule(argument_spec=spec, mutually_exclusive=[("gear", "groups_on")],
                            required_one_of=[("gear", "groups_on")], supports_check_mode=True)
@@ -341,6 +515,7 @@ def main():
     def target():
         # the plan's and the lock's options, then the target groups from the gear (or groups) and the date
         check_params(module, CHECKS)
+        validate(dict(("whole_shift." + k, v) for k, v in (p["whole_shift"] or {}).items()), WHOLE_CHECKS)
         day = shiftplan.day_of(p)
         return day, target_groups(p["replicas"], p["gmin"], gear=p["gear"], groups_on=p["groups_on"], day=day)[1]
     # Everything checked before the lock is taken: the observation's options and host entries, the
@@ -354,7 +529,7 @@ def main():
     # released on a failure only when this call took it (not a lock this run held already)
     taken = bool(lock.get("changed")) and lock["held"] and not module.check_mode
 
-    def failed(msg):
+    def failed(msg, **extra):
         released = False
         if taken:
             try:
@@ -365,10 +540,14 @@ def main():
             except (OSError, shiftlock.LockError) as e:
                 msg += "; the gear-shift lock %s could not be released: %s" % (p["lock_file"], e)
         module.fail_json(msg=msg + (" (the gear-shift lock was released)" if released else ""), lock=lock,
-                         lock_released=released)
+                         lock_released=released, **extra)
     try:
         seen, elapsed = fleetobserve.run(module, p, tools, "needed", on)
         plan = shiftplan.make(p, seen, day)
+        whole = p["whole_shift"] is not None and p["journal"] and not module.check_mode \
+            and shiftplan.whole_from_controller(plan, p["scheduler"])
+        # the hosts the waves wake checked as gear_wave checks them, before the journal is written
+        waves = wave_hosts(p, seen, plan) if whole else []
     except (ShiftError, GearError, ParamError) as e:
         failed(str(e))
     except Exception as e:  # never a lock left behind a traceback: released, and the error named
@@ -382,9 +561,13 @@ def main():
             failed("could not write the plan into the journal %s: %s (the file is as it was)" % (p["state_file"], e))
         except Exception as e:  # the same: released, and the error named
             failed("the plan's journal failed: %s: %s (the state file is as it was)" % (e.__class__.__name__, e))
-    module.exit_json(changed=bool(lock.get("changed")) or plan["journal_written"], lock=lock, hosts=seen,
-                     observe_elapsed_s=elapsed, plan=plan, started_epoch=round(started, 3),
-                     started=datetime.fromtimestamp(started, timezone.utc).isoformat())
+    out = dict(changed=bool(lock.get("changed")) or plan["journal_written"], lock=lock, hosts=seen,
+               observe_elapsed_s=elapsed, plan=plan, started_epoch=round(started, 3),
+               started=datetime.fromtimestamp(started, timezone.utc).isoformat(), went_on=whole)
+    if whole:
+        out["waves"], out["record"] = go_on(module, p, seen, plan, started, waves, failed)
+        out["changed"] = True
+    module.exit_json(**out)
 
 
 if __name__ == "__main__":

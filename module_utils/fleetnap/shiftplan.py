@@ -72,6 +72,14 @@ def wake_split(wake_batches, up_hosts, back_actions, steps, scheduler):
     return waves, [], []
 
 
+def whole_from_controller(plan, scheduler):
+    """Whether the controller can run all of the shift ``plan`` from where it planned it: no host goes
+    down, no host of the wake phase has a step to run on it (the plan's wake_waves are the whole
+    wake), fleetnap's own waves (not Slurm's), and every BMC the plan needs answered."""
+    return (scheduler != "slurm" and not plan["down_hosts"] and not plan["wake_play_hosts"]
+            and bool(plan["bmc_check"]["ok"]))
+
+
 def day_of(p):
     """The checked options' rotation date (None: today), and the batch sizes' syntax, before
     anything is read: ShiftError naming the option otherwise."""

@@ -30,10 +30,10 @@ from __future__ import annotations
 import selectors
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.fleetnap.observe import compile_greeting, first_connection, greeted, greeting_or_gone
 from ansible.module_utils.fleetnap.parse import boolean
+from ansible.module_utils.fleetnap.together import run_together
 
 
 REFUSAL = "cannot suspend: "
@@ -238,6 +238,8 @@ class Wave(object):
             self.sleep(self.bmc_poll)
 
     def _run(self, fn, hosts):
+        """``fn`` for every host, at most ``concurrency`` at once, each host its own thread, every
+        thread started before any host is acted on (together.run_together)."""
         out = {}
         lock = threading.Lock()
 
@@ -250,9 +252,7 @@ class Wave(object):
             with lock:
                 out[h["name"]] = r
 
-        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(hosts) or 1))) as pool:
-            for f in [pool.submit(one, h) for h in hosts]:
-                f.result()
+        run_together(one, hosts, self.concurrency)
         return out
 
     def _result(self, h, action, ok, method, state, attempts, wait_s, t0, msg):

@@ -567,6 +567,8 @@ GP = {"hosts": [PH], "probe_timeout": 0.2, "rate_limit_dir": "{tmp}/rl", "lock_f
       "state_file": "{tmp}/gear/state.json", "lease": 60, "gear": 1, "replicas": 1}
 GP_IN = dict(GP, lock_file="{in}/shift.lock", state_file="{in}/state.json")
 RELEASED = "(the gear-shift lock was released)"
+WS = {"history_file": "{tmp}/gear/history.jsonl", "power_file": "{tmp}/gear/power_w.json", "metrics_dir": "{tmp}/m"}
+WS_NO_HISTORY = {k: v for k, v in WS.items() if k != "history_file"}
 GEAR_SHIFT_PREPARE = [
     ("lock_file missing", {k: v for k, v in GP.items() if k != "lock_file"}, "missing required arguments: lock_file"),
     ("state_file missing", {k: v for k, v in GP.items() if k != "state_file"}, "missing required arguments: state_file"),
@@ -592,6 +594,22 @@ GEAR_SHIFT_PREPARE = [
     ("record misspelt password", dict(GP, hosts=[dict(OH, record={"fleetnap_bmc_pasword": "x"})]),
      "hosts.record.fleetnap_bmc_pasword"),
     ("unknown option", dict(GP, pid=1), "Unsupported parameters"),
+    # whole_shift: the waves' options and the record's files, checked before the lock
+    ("whole_shift without history_file", dict(GP, whole_shift=WS_NO_HISTORY), "missing required arguments: history_file"),
+    ("whole_shift wol_timeout 0", dict(GP, whole_shift=dict(WS, wol_timeout=0)), "option whole_shift.wol_timeout: must be > 0"),
+    ("whole_shift wol_resend half a second", dict(GP, whole_shift=dict(WS, wol_resend=0.5)),
+     "option whole_shift.wol_resend: must be 0 (sent once) or at least 1 s"),
+    ("whole_shift wol_timeout inf", dict(GP, whole_shift=dict(WS, wol_timeout=INF)),
+     "option whole_shift.wol_timeout: must be a finite number"),
+    ("whole_shift bmc_concurrency 0", dict(GP, whole_shift=dict(WS, bmc_concurrency=0)),
+     "option whole_shift.bmc_concurrency: must be >= 1"),
+    ("whole_shift history_file relative", dict(GP, whole_shift=dict(WS, history_file="history.jsonl")),
+     "option whole_shift.history_file: must be an absolute path"),
+    ("whole_shift metrics_dir with ..", dict(GP, whole_shift=dict(WS, metrics_dir="{tmp}/../metrics")),
+     "option whole_shift.metrics_dir: '..' is not allowed"),
+    ("whole_shift cycle_unresponsive a word", dict(GP, whole_shift=dict(WS, cycle_unresponsive="sometimes")),
+     "cycle_unresponsive"),
+    ("whole_shift unknown key", dict(GP, whole_shift=dict(WS, down_timeout=5)), "Unsupported parameters"),
     # the lock
     ("held by a live process", GP_IN, "another shift holds the lock"),
     ("lock directory under a file", dict(GP, lock_file="{tmp}/marker/shift.lock"), "cannot create the lock's directory"),

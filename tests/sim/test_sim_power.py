@@ -94,6 +94,14 @@ def chassis(psim: Sim, host: str) -> str:
     return out.stdout.strip().rsplit(" ", 1)[-1] if out.returncode == 0 else "no-bmc"
 
 
+def task_ran(out: str, name: str) -> bool:
+    """Whether the first task of ``out`` (a play's output) whose name starts with ``name`` ran on the
+    controller (an ok or changed line "host -> localhost"), not skipped."""
+    task = out.split("TASK [gear_shift : " + name, 1)
+    return len(task) == 2 and re.search(r"^(?:ok|changed): \[\S+ -> localhost\]", task[1].split("TASK [", 1)[0],
+                                        re.M) is not None
+
+
 def last(psim: Sim, host: str) -> dict:
     return psim.power_log(host)[-1]
 
@@ -272,16 +280,20 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
         assert len(psim.power_log(n)) == before[n]                       # untouched
     proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=3")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    # No health command, no undrain hook, every host parked with its resume hook: the wave ran
-    # from the prepare play, on the controller (its line reads "host -> localhost"), and the wake
-    # play had no host: no task ran on a woken host (a task's line names the host alone).
+    # No health command, no undrain hook, every host parked with its resume hook: the prepare call
+    # (on the controller: its line reads "host -> localhost") woke the waves and recorded the shift
+    # itself (gear_shift_one_process): the wave task and the record task were skipped, the wake play
+    # had no host, and no task ran on a woken host (a task's line names the host alone).
     prepare, rest = proc.stdout.split("PLAY [Gear shift - wake]", 1)
     wake = rest.split("PLAY [Gear shift - down]", 1)[0]
-    waves = prepare.split("TASK [gear_shift : Wake the plan's waves from the controller", 1)[1].split("TASK [", 1)[0]
-    assert re.search(r"^(?:ok|changed): \[\S+ -> localhost\]", waves, re.M), waves[-3000:]    # the wave ran
+    assert task_ran(prepare, "Take the lock, observe every host at once and plan the shift"), prepare[-3000:]
+    assert not task_ran(prepare, "Wake the plan's waves from the controller"), prepare[-3000:]
+    assert not task_ran(rest, "Record the shift (state file"), rest[-3000:]
     assert "skipping: no hosts matched" in wake and "TASK [" not in wake, wake[-3000:]
     ran = set(re.findall(r"^(?:ok|changed|failed|fatal): \[([^\]\s]+)\]", prepare + wake, re.M))
     assert not ran & set(parked), (sorted(ran), prepare[-3000:])
+    st = json.loads((gear / "state.json").read_text())
+    assert st["result"] == "ok" and sorted(a["host"] for a in st["actions"] if a["action"] == "up") == sorted(parked)
     for n in parked:
         woke = last(psim, n)
         assert woke["state"] == "on" and woke["why"] == "magic packet", (n, woke)
@@ -290,6 +302,32 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
         # on the wake: it may finish a moment after the shift)
         wait("%s's resume hook" % n, lambda: ssh(psim, n, "test ! -e /run/fleetnap/park-resume").returncode == 0, 15)
         assert ssh(psim, n, "cat /sys/power/mem_sleep; ls /run/fleetnap 2>&1").stdout.startswith("s2idle [deep]\n")
+    # Parked again; one host woken by hand outside a shift (a magic packet of its own): its resume
+    # hook puts it back in its in-service policy by itself. The up-shift then, with
+    # gear_shift_one_process false, runs one gear_wave call per wave from the prepare play (the
+    # hand-woken host put back by the wave, no packet of the shift for it) and a gear_record call.
+    shift("-e", "gear_shift_gear=1")
+    assert sorted(n for n in hosts if last(psim, n)["state"] == "S3") == sorted(parked)
+    by_hand = sorted(parked)[0]
+    logged = len(psim.power_log(by_hand))
+    magic_packet(psim, by_hand)
+    wait("%s woken by hand" % by_hand, lambda: answers(hosts[by_hand]["ip"]), 30)
+    wait("%s's resume hook" % by_hand, lambda: ssh(psim, by_hand, "test ! -e /run/fleetnap/park-resume").returncode == 0,
+         15)
+    assert ssh(psim, by_hand, "cat /sys/power/mem_sleep").stdout.startswith("s2idle [deep]\n")
+    proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=3",
+                         "-e", "gear_shift_one_process=false")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    prepare, rest = proc.stdout.split("PLAY [Gear shift - wake]", 1)
+    assert task_ran(prepare, "Wake the plan's waves from the controller"), prepare[-3000:]
+    assert task_ran(rest, "Record the shift (state file"), rest[-3000:]
+    st = json.loads((gear / "state.json").read_text())
+    acts = dict((a["host"], a) for a in st["actions"])
+    assert st["result"] == "ok" and acts[by_hand]["action"] == "back" and acts[by_hand]["ok"], st["actions"]
+    assert sorted(h for h, a in acts.items() if a["action"] == "up") == sorted(set(parked) - {by_hand})
+    assert [e["why"] for e in psim.power_log(by_hand)[logged:]] == ["magic packet"]   # its own, none of the shift
+    for n in parked:
+        assert last(psim, n)["state"] == "on" and answers(hosts[n]["ip"])
     # by the BMC: power off, then on by IPMI alone; with the parked draw asked for
     # (gear_shift_read_power), the shift observes again after the parks (ipmi_sim reads none)
     proc = psim.playbook("gear_shift.yml", "-e", "gear_shift_state_dir=%s" % gear, "-e", "gear_shift_gear=2",

@@ -766,3 +766,17 @@ def test_the_controller_wakes_the_waves_when_no_woken_host_has_a_step():
         waves, play, play_batches = gsp.wake_split(batches, ["a", "c", "d"], back, steps, scheduler)
         assert waves == [] and play == ["a", "b", "c", "d", "e"] and play_batches == batches
     assert gsp.wake_split([], [], [], [], "none") == ([], [], [])
+
+
+def test_the_controller_runs_the_whole_shift_only_when_the_plan_only_wakes_from_there():
+    """whole_from_controller (shiftplan: when gear_shift_prepare's whole_shift goes on): only with no
+    host going down, no host of the wake phase in the wake play (each has its step otherwise),
+    fleetnap's own waves and every BMC the plan needs answered; a plan with nothing to do goes on
+    too (its record is all)."""
+    from ansible.module_utils.fleetnap import shiftplan as gsp
+    plan = {"down_hosts": [], "wake_play_hosts": [], "bmc_check": {"ok": True}}
+    assert gsp.whole_from_controller(plan, "none") is True
+    assert gsp.whole_from_controller(plan, "slurm") is False
+    assert gsp.whole_from_controller(dict(plan, down_hosts=["a"]), "none") is False
+    assert gsp.whole_from_controller(dict(plan, wake_play_hosts=["b"]), "none") is False
+    assert gsp.whole_from_controller(dict(plan, bmc_check={"ok": False}), "none") is False

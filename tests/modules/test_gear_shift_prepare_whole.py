@@ -1,0 +1,127 @@
+"""gear_shift_prepare's ``whole_shift`` (issue 35): when the plan only wakes hosts from the
+controller, the prepare call goes on to run the waves and record the shift in its own process.
+Real sockets on loopback: the parked host's sshd (a GreetingServer) is silent until a real magic
+packet for its MAC reaches its port; the record's files, the journal and the lock are real."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+from conftest import run_module
+from greeting import GreetingServer
+
+MAC = "02:fe:00:00:35:02"
+PACKET = b"\xff" * 6 + bytes.fromhex(MAC.replace(":", "")) * 16
+# h1 parked in S3 by an earlier shift, with its resume hook (no step runs on it once woken)
+PARKED = {"hosts": {"h1": {"state": "asleep", "since": "2026-12-01T00:00:00Z", "resume_hook": True}}}
+
+
+def _woken_by_packet(srv, udp, got):
+    """Set the server answering once a magic packet for MAC arrives (the host wakes on it)."""
+    def wait():
+        while not srv.stop.is_set():
+            try:
+                packet, _ = udp.recvfrom(1024)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            got.append(packet)
+            if packet == PACKET:
+                srv.answering.set()
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    return t
+
+
+def _servers():
+    parked, on = GreetingServer(), GreetingServer()
+    on.answering.set()
+    parked.start()
+    on.start()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.2)
+    return parked, on, udp
+
+
+def _args(tmp_path, parked, on, udp, **whole):
+    gear = tmp_path / "gear"
+    gear.mkdir(exist_ok=True)
+    hosts = [{"name": "h1", "address": "127.0.0.1", "port": parked.port,
+              "inventory": {"group": 2, "up_methods": ["wol"], "wol_macs": [MAC], "wol_address": "127.0.0.1",
+                            "wol_port": udp.getsockname()[1]}},
+             {"name": "h2", "address": "127.0.0.1", "port": on.port, "inventory": {"group": 1, "up_methods": ["wol"]}}]
+    return {"hosts": hosts, "gear": 2, "replicas": 2, "probe_timeout": 1, "parked_probe_timeout": 0.3,
+            "rate_limit_dir": str(tmp_path / "rl"), "lock_file": str(gear / "shift.lock"),
+            "state_file": str(gear / "state.json"), "lease": 60,   # the forked runner has no ansible-playbook above it
+            "whole_shift": dict({"history_file": str(gear / "history.jsonl"), "power_file": str(gear / "power_w.json"),
+                                 "metrics_dir": str(gear / "metrics"), "wol_timeout": 10, "wol_resend": 1}, **whole)}
+
+
+def _stop(*servers, udp):
+    for srv in servers:
+        srv.stop.set()
+        srv.join()
+        srv.sock.close()
+    udp.close()
+
+
+def test_the_prepare_call_wakes_and_records_a_shift_that_only_wakes(tmp_path):
+    parked, on, udp = _servers()
+    packets = []
+    waiter = _woken_by_packet(parked, udp, packets)
+    try:
+        args = _args(tmp_path, parked, on, udp)
+        state = tmp_path / "gear" / "state.json"
+        state.write_text(json.dumps(PARKED))
+        got = run_module("gear_shift_prepare", args)
+        assert not got.get("failed"), got
+        assert got["went_on"] is True and got["plan"]["up_hosts"] == ["h1"], got
+        assert [w["ok"] for w in got["waves"]] == [["h1"]] and "hosts" not in got["waves"][0]
+        assert got["waves"][0]["journal"]["updated"] == {"h1": "on"}
+        assert [(a["host"], a["method"]) for a in got["record"]["record"]["actions"]] == [("h1", "wol")]
+        assert PACKET in packets                            # woken by a real packet, seen by its greeting
+        rec = got["record"]
+        assert rec["result"] == "ok" and rec["observe_again"] is False and rec["lock_released"] is True, rec
+        doc = json.loads(state.read_text())
+        assert doc["result"] == "ok" and doc["hosts"]["h1"]["state"] == "on" and "in_progress" not in doc
+        assert [(a["host"], a["action"], a["ok"]) for a in doc["actions"]] == [("h1", "up", True)]
+        history = (tmp_path / "gear" / "history.jsonl").read_text().splitlines()
+        assert len(history) == 1 and json.loads(history[0])["power"] == {"h1": "on", "h2": "on"}
+        prom = (tmp_path / "gear" / "metrics" / "fleetnap_gear.prom").read_text()
+        assert "\nfleetnap_gear 2\n" in "\n" + prom, prom
+        # the lock is free again: the next shift takes it (every host on now: nothing to wake, recorded too)
+        again = run_module("gear_shift_prepare", args)
+        assert not again.get("failed") and again["went_on"] is True and again["waves"] == [], again
+        assert again["record"]["result"] == "ok" and again["record"]["lock_released"] is True
+        # without whole_shift, the call stops after the plan (the lock is the caller's to release)
+        plain = run_module("gear_shift_prepare", dict(args, whole_shift=None, journal=False))
+        assert not plain.get("failed") and plain["went_on"] is False and "record" not in plain, plain
+    finally:
+        _stop(parked, on, udp=udp)
+        waiter.join()
+
+
+def test_a_host_to_wake_that_cannot_be_woken_is_refused_before_the_journal_and_the_lock_released(tmp_path):
+    """The wave's hosts are checked as gear_wave checks them once the plan names them, before the
+    plan is written into the journal: no packet, the state file as it was, the lock released."""
+    parked, on, udp = _servers()
+    packets = []
+    waiter = _woken_by_packet(parked, udp, packets)
+    try:
+        args = _args(tmp_path, parked, on, udp)
+        args["hosts"][0]["inventory"]["wol_macs"] = []
+        state = tmp_path / "gear" / "state.json"
+        before = json.dumps(PARKED)
+        state.write_text(before)
+        got = run_module("gear_shift_prepare", args)
+        assert got.get("failed") and "h1 wakes by wol but has no MAC address" in got["msg"], got
+        assert "(the gear-shift lock was released)" in got["msg"] and got["lock_released"] is True
+        assert state.read_text() == before and packets == []
+        assert not (tmp_path / "gear" / "history.jsonl").exists()
+    finally:
+        _stop(parked, on, udp=udp)
+        waiter.join()
