@@ -243,8 +243,8 @@ options:
   whole_shift:
     description:
       - Go on to run the whole shift in this call when the plan lets the controller do all of it - no host goes
-        down, none of the hosts it wakes or puts back has a step to run on it (RV(plan.wake_play_hosts) empty, so its
-        RV(plan.wake_waves) are the whole wake), not Slurm, every BMC the plan needs answered (its C(bmc_check)),
+        down, none of the hosts it wakes or puts back has a step to run on it (the C(wake_play_hosts) of RV(plan) empty, so its
+        C(wake_waves) are the whole wake), not Slurm, every BMC the plan needs answered (its C(bmc_check)),
         O(journal) on and not check mode. Then each of the plan's C(wake_waves) runs as M(gear_wave) runs it
         (C(action=up), the observation as its C(observed), its results written into the journal), then the shift is
         recorded as M(gear_record) records it (from the observation before the shift, C(observed_before)), and the
@@ -253,7 +253,7 @@ options:
         O(rate_limit_dir), as the observation does; M(gear_wave)'s other options keep their defaults.
       - Otherwise (or without this option) the call stops after the plan, as before, and RV(went_on) is false.
       - A wave that fails for a host does not stop the next wave; after the waves the record finds the failure in
-        the journal, writes nothing, keeps the lock and says to observe again (RV(record.observe_again)), as
+        the journal, writes nothing, keeps the lock and says to observe again (C(observe_again) in RV(record)), as
         M(gear_record) with C(observe_again_on_failure) does. A journal or record that cannot be written fails the
         call, which says so, releases the lock and returns every wave's result (RV(waves)).
     type: dict

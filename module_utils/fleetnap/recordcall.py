@@ -222,8 +222,6 @@ def run(module, p):
     return dict(changed=True, written=written, lock_released=_release(module, p["lock_file"], shift), **out)
 
 
-
-
 def _release(module, lock_file, shift):
     """Release the shift's lock after the record (True), or warn why not (False)."""
     if not lock_file:
@@ -245,4 +243,3 @@ def _release(module, lock_file, shift):
         module.warn("the shift is recorded; its lock %s was not released: %s" % (lock_file, exc))
         return False
     return True
-

@@ -45,7 +45,7 @@ def run_together(fn, items, concurrency, done=None):
 
     threads = []
     try:
-        for _ in range(max(1, min(concurrency, len(items)))):
+        while len(threads) < max(1, min(concurrency, len(items))):
             t = threading.Thread(target=worker)
             t.start()
             threads.append(t)
