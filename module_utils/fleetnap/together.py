@@ -4,10 +4,10 @@
 """Many hosts at once, each its own thread, every thread started before any host is acted on.
 
 A thread started while hundreds of others are busy waits for the interpreter lock before it runs:
-started one by one as a pool's tasks are submitted (concurrent.futures), a wave's last hosts got
-their first magic packet a second or more after its first ones (measured with 200 threads that
-probe as a wave's do: the last began 1.1 s after the first; started first and then released
-together, 0.07 s). Standard library only."""
+started one by one as a pool's tasks are submitted (concurrent.futures), a large wave's last hosts
+got their first magic packet noticeably later than its first ones. Started first and released
+together, they begin within a moment of each other (tests/unit/test_together.py checks that every
+thread is started before the first item is taken). Standard library only."""
 
 from __future__ import annotations
 
