@@ -195,7 +195,7 @@ commands:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetnap.ipmi import Bmc, IpmiError
+from ansible.module_utils.fleetnap.ipmi import Bmc, IpmiError, run_local
 from ansible.module_utils.fleetnap.secrets import guard, refuse_command_line, unused_env_hint
 from ansible.module_utils.fleetnap.validate import check_params, name, number, path
 
@@ -260,12 +260,8 @@ def main():
     ipmitool = module.get_bin_path("ipmitool", required=True)
     timeout_bin = module.get_bin_path("timeout")  # coreutils; a hard bound on each ipmitool run
 
-    def runner(argv, env):
-        # The password travels in env only; argv has -E and no secret.
-        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
-
     try:
-        bmc = Bmc(runner, ipmitool, p["bmc_address"], p["bmc_port"], p["bmc_user"], p["bmc_password"],
+        bmc = Bmc(run_local, ipmitool, p["bmc_address"], p["bmc_port"], p["bmc_user"], p["bmc_password"],
                   interface=p["interface"], cipher_suite=None if p["cipher_suite"] < 0 else p["cipher_suite"],
                   session_timeout=p["session_timeout"], session_retries=p["session_retries"],
                   min_interval=p["min_interval"], retries=p["retries"], state_dir=p["rate_limit_dir"],

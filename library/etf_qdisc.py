@@ -187,7 +187,7 @@ import json
 import os
 import sys
 
-from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap import command, fileio
 from ansible.module_utils.fleetnap.sysfs import HostFS, remove_path, systemd_running, write_file_atomic
 from ansible.module_utils.fleetnap.tc import (
     MAX_QUEUES, TcError, check_config, check_show, commands, current_view, desired_view, is_default, is_ours,
@@ -249,8 +249,7 @@ class Tc(object):
         self.bin = module.get_bin_path("tc", required=True)
 
     def show(self):
-        rc, out, err = self.module.run_command([self.bin, "-j", "qdisc", "show", "dev", self.device],
-                                               environ_update={"LC_ALL": "C"})
+        rc, out, err = command.run([self.bin, "-j", "qdisc", "show", "dev", self.device], {"LC_ALL": "C"})
         if rc != 0:
             self.module.fail_json(msg="tc -j qdisc show dev %s failed: %s" % (self.device, err.strip()))
         try:
@@ -262,7 +261,7 @@ class Tc(object):
                                   % (self.device, out[:200]))
 
     def run(self, args):
-        rc, out, err = self.module.run_command([self.bin] + args, environ_update={"LC_ALL": "C"})
+        rc, out, err = command.run([self.bin] + args, {"LC_ALL": "C"})
         return rc, (err or out).strip()
 
 

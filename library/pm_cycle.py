@@ -197,7 +197,7 @@ import time
 import uuid
 
 from ansible.module_utils.common.text.converters import to_native
-from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap import command, fileio
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse
 from ansible.module_utils.fleetnap.drift import recheck, said
 from ansible.module_utils.fleetnap.fileio import HostFsError
@@ -227,7 +227,7 @@ RUN_ID = re.compile(r"^[0-9a-f]{8}$")
 
 def kernel_log(module):
     dmesg = module.get_bin_path("dmesg", required=True)
-    rc, out, err = module.run_command([dmesg], environ_update={"LC_ALL": "C"})
+    rc, out, err = command.run([dmesg], {"LC_ALL": "C"})
     if rc != 0:
         raise OSError("dmesg failed (rc=%d): %s" % (rc, err.strip()))
     return out

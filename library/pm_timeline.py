@@ -238,7 +238,7 @@ import os
 import socket
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native
-from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap import command, fileio
 from ansible.module_utils.fleetnap.dmesg import ParseError, parse, read_kmsg, select
 from ansible.module_utils.fleetnap.recommend import recommend
 from ansible.module_utils.fleetnap.timeline_html import render
@@ -283,7 +283,7 @@ def load_log(module):
                                  "'dmesg > FILE' log is text)" % (e, socket.gethostname()))
     dmesg_bin = module.get_bin_path("dmesg")
     if dmesg_bin:
-        rc, out, err = module.run_command([dmesg_bin], environ_update={"LC_ALL": "C"})
+        rc, out, err = command.run([dmesg_bin], {"LC_ALL": "C"})
         if rc != 0:
             module.fail_json(msg="'dmesg' failed on %s (rc=%d): %s; reading the kernel ring "
                                  "buffer usually needs root (become: true) when "

@@ -264,7 +264,7 @@ import os
 import signal
 import time
 
-from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap import command, fileio
 from ansible.module_utils.fleetnap.cpuidle import (
     CPU_DIR, POLL, CpuidleError, read_cpu_dma_latency, read_model, state_names,
 )
@@ -530,8 +530,7 @@ def main():
             argv = cyclictest_argv(cyclictest, cpu, p["interval_us"], p["loops"], p["priority"])
             limit = int(p["loops"] * p["interval_us"] / 1e6 * 3) + 30
             before = _usage(fs, cpu, probe_states)
-            rc, out, err = module.run_command([timeout_bin, "--kill-after=5", str(limit)] + argv,
-                                              environ_update={"LC_ALL": "C"})
+            rc, out, err = command.run([timeout_bin, "--kill-after=5", str(limit)] + argv, {"LC_ALL": "C"})
             after = _usage(fs, cpu, probe_states)
             if rc != 0:
                 raise ProbeError("cyclictest failed on CPU %d while measuring %s (rc=%d%s): %s"
@@ -631,8 +630,7 @@ def idle_loop(module, fs, model):
     hold_lock(module, result)
     argv = cyclictest_argv(cyclictest, cpu, p["interval_us"], p["loops"], p["priority"])
     limit = int(p["loops"] * p["interval_us"] / 1e6 * 3) + 30
-    rc, out, err = module.run_command([timeout_bin, "--kill-after=5", str(limit)] + argv,
-                                      environ_update={"LC_ALL": "C"})
+    rc, out, err = command.run([timeout_bin, "--kill-after=5", str(limit)] + argv, {"LC_ALL": "C"})
     if rc != 0:
         module.fail_json(msg="cyclictest failed on CPU %d while measuring the idle loop (rc=%d%s): %s"
                          % (cpu, rc, ", timed out after %d s" % limit if rc == 124 else "",

@@ -14,6 +14,7 @@ from datetime import date as dt_date
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts, host_options, take_records
 from ansible.module_utils.fleetnap.gear import GearError
 from ansible.module_utils.fleetnap.gearshift import ShiftError, observation_needs, read_states, target_groups
+from ansible.module_utils.fleetnap.ipmi import run_local
 from ansible.module_utils.fleetnap.observe import OBSERVED, observe
 from ansible.module_utils.fleetnap.secrets import drop_credentials, guard, refuse_command_line
 from ansible.module_utils.fleetnap.validate import (
@@ -156,17 +157,10 @@ def run(module, p, tools, bmc_read, on=None, recorded=None):
     started = time.time()
     ipmitool, timeout_bin = tools
 
-    def runner(argv, env):
-        # The password travels in env only; argv has -E and no secret. A command that cannot be
-        # started raises OSError (not fail_json, which would end the module from a probe thread):
-        # the host's bmc_error says why.
-        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False,
-                                  handle_exceptions=False)
-
     targets = [{"name": h["name"], "address": h["address"], "port": h["port"],
                 "probe_timeout": own_probe(h["name"]),
                 "bmc_read": (needs.get(h["name"]) or {}).get("bmc_read"),
-                "bmc": bmc_for(h, runner, ipmitool, [timeout_bin] if timeout_bin else None,
+                "bmc": bmc_for(h, run_local, ipmitool, [timeout_bin] if timeout_bin else None,
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])}
                for h in p["hosts"]]

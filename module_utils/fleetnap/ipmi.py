@@ -22,6 +22,7 @@ import os
 import re
 import time
 
+from ansible.module_utils.fleetnap import command
 from ansible.module_utils.fleetnap.fileio import lock_fd
 from ansible.module_utils.fleetnap.parse import ParseError, parse_int
 from ansible.module_utils.fleetnap.secrets import Scrubber
@@ -88,6 +89,13 @@ def build_argv(ipmitool, host, port, user, command, interface="lanplus", cipher_
     if verbose:
         argv.append("-v")
     return argv + list(command)
+
+
+def run_local(argv, env):
+    """Run ipmitool here (the runner every module gives :class:`Bmc`): the password only in the
+    environment ``env`` carries, C locale (the parsers read English), every byte of its output read
+    (command.run; ansible's run_command can lose an answer that took about a second)."""
+    return command.run(argv, dict(env, LC_ALL="C", LANG="C"))
 
 
 def password_env(password):
@@ -372,7 +380,10 @@ class Bmc(object):
             argv = self.guard + ["--kill-after=2", str(self.run_limit)] + argv
         with RateLimiter(self.state_dir, self.host, self.port, self.min_interval, clock=self.clock,
                          sleep=self.sleep) as rl:
-            rc, out, err = self.runner(argv, self.env)
+            try:
+                rc, out, err = self.runner(argv, self.env)
+            except OSError as exc:
+                raise IpmiError("cannot run %s: %s" % (self.ipmitool, exc.strerror or exc), kind="command")
         out, err = self.scrubber.text(out or ""), self.scrubber.text(err or "")
         self.log.append({"command": " ".join(command), "start": round(rl.start, 6), "end": round(rl.end, 6),
                          "waited_s": round(rl.waited, 6), "rc": rc})

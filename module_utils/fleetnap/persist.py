@@ -16,7 +16,7 @@ import json
 import os
 import stat
 
-from ansible.module_utils.fleetnap import fileio
+from ansible.module_utils.fleetnap import command, fileio
 from ansible.module_utils.fleetnap.sysfs import systemd_running
 
 LIBEXEC = "/usr/local/libexec/fleetnap"
@@ -172,7 +172,7 @@ class UnitSet(object):
     def active(self):
         if not systemd_running(self.fs):
             return None
-        rc, out, _err = self.module.run_command([self._systemctl(), "is-active", self.unit])
+        rc, out, _err = command.run([self._systemctl(), "is-active", self.unit])
         return out.strip() == "active"
 
     def _systemctl(self):

@@ -12,6 +12,7 @@ import time
 
 from ansible.module_utils.fleetnap import fileio, journal
 from ansible.module_utils.fleetnap.fleethosts import bmc_for, check_hosts
+from ansible.module_utils.fleetnap.ipmi import run_local
 from ansible.module_utils.fleetnap.observe import compile_greeting
 from ansible.module_utils.fleetnap.validate import ParamError, name, number, path
 from ansible.module_utils.fleetnap.wave import Probe, Wave, allow_open_files
@@ -225,10 +226,6 @@ def act(module, p, action, hosts, matcher, kept, given_journal, scrubber, fail):
     ipmitool = module.get_bin_path("ipmitool", required=uses_bmc)
     timeout_bin = module.get_bin_path("timeout")
 
-    def runner(argv, env):
-        # The password travels in env only; argv has -E and no secret.
-        return module.run_command(argv, environ_update=dict(env, LC_ALL="C", LANG="C"), check_rc=False)
-
     def send_wol(h):
         send_packets([build_packet(m) for m in h["wol_macs"]], h["wol_address"], h["wol_port"],
                      repeat=p["wol_repeat"])
@@ -238,7 +235,7 @@ def act(module, p, action, hosts, matcher, kept, given_journal, scrubber, fail):
         entry = dict((k, v) for k, v in h.items() if k != "bmc_password")
         if entry.get("said") is not None:   # a command's output: scrubbed before it is read or cut short
             entry["said"] = scrubber.value(entry["said"])
-        entry["bmc"] = bmc_for(h, runner, ipmitool, [timeout_bin] if timeout_bin else None,
+        entry["bmc"] = bmc_for(h, run_local, ipmitool, [timeout_bin] if timeout_bin else None,
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])
         entries.append(entry)

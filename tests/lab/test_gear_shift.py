@@ -483,6 +483,17 @@ def test_two_concurrent_shifts_one_refused_by_the_lock(all_running, tmp_path):
     assert proc.returncode == 0 and state(sd)["gear"] == 3, why(proc)
 
 
+def shift_so_far(lab, sd, proc, hosts):
+    """What a background shift printed, where its hosts are and its state file: the cause when it
+    ended, or hung, before it powered anything down."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=60)
+    st = (sd / "state.json").read_text()[-3000:] if (sd / "state.json").exists() else "(no state file)"
+    return "\n".join(["QEMU: %s" % {n: lab.qmp_status(n) for n in hosts}, "state.json: " + st,
+                      why(subprocess.CompletedProcess(proc.args, proc.returncode, out or "", ""), tail=6000)])
+
+
 def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     """The playbook is killed after the first host went down. state.json already says so (each
     batch's hosts are marked down before they are powered down), so a rerun to gear 3 wakes that
@@ -496,11 +507,18 @@ def test_interrupted_shift_converges_when_run_again(all_running, tmp_path):
     first = shift(lab, sd, "-e", "gear_shift_gear=1", "-e", "gear_shift_batch_size=1", background=True)
     try:
         # Down is what QEMU says (suspended), not an SSH banner late by a second: under load a
-        # running TCG guest can miss that, and the host counted as gone was then up.
-        lab.wait_for("the first host to go down", lambda: any(lab.qmp_status(n) != "running" for n in down),
-                     180, 0.2)
+        # running TCG guest can miss that, and the host counted as gone was then up. A shift that
+        # ends before any host went down ends the wait; what it printed is then the failure.
+        try:
+            lab.wait_for("the first host to go down",
+                         lambda: first.poll() is not None or any(lab.qmp_status(n) != "running" for n in down),
+                         180, 0.2)
+        except AssertionError as exc:
+            raise AssertionError("%s\n%s" % (exc, shift_so_far(lab, sd, first, down))) from None
+        assert any(lab.qmp_status(n) != "running" for n in down), shift_so_far(lab, sd, first, down)
     finally:
-        os.killpg(first.pid, signal.SIGKILL)
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
         first.wait(60)
     time.sleep(2)   # a suspend queued by the killed shift fires a second after its SSH session
     assert (sd / "shift.lock").exists()

@@ -377,3 +377,17 @@ def test_bmc_power_watts_reading_none_and_why(tmp_path):
     bmc, _clock = _bmc(tmp_path, ScriptedRunner((0, "garbage", "")))
     with pytest.raises(IpmiError, match="10.1.2.3:6230, 'dcmi power reading': no 'Instantaneous"):
         bmc.power_watts()
+
+
+def test_an_ipmitool_that_cannot_run_is_a_bmc_error_naming_it(tmp_path):
+    bmc = Bmc(ipmi.run_local, str(tmp_path / "no-ipmitool"), "10.1.2.3", 6230, "admin", SECRET,
+              state_dir=str(tmp_path), min_interval=0, retries=3)
+    with pytest.raises(IpmiError, match=r"cannot run .*no-ipmitool: No such file or directory") as e:
+        bmc.status()
+    assert e.value.kind == "command" and len(bmc.log) == 0
+
+
+def test_run_local_gives_ipmitool_the_password_in_its_environment_and_the_c_locale():
+    rc, out, _ = ipmi.run_local(["/bin/sh", "-c", 'printf "%s %s %s" "$IPMI_PASSWORD" "$LC_ALL" "$LANG"'],
+                                ipmi.password_env(SECRET))
+    assert (rc, out) == (0, "%s C C" % SECRET)
