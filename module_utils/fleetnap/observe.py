@@ -18,7 +18,8 @@ only, so the worst allowed pattern stays well under a second (measured: ``a*a*a*
 prefix or substring match, without the regular expression engine.
 ``observe()`` probes every host's service and reads every BMC's chassis power concurrently, in
 one process: a gear shift's observation costs one probe timeout and a few BMC round trips,
-instead of a module start on the controller per host and per question. Standard library only.
+instead of a module start on the controller per host and per question. Standard library and
+together.py only.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ import selectors
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.fleetnap.together import run_together
 
 
 try:                                    # Python 3.11+: the parser behind re.compile
@@ -389,14 +392,22 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
         with lock:
             out[h["name"]].update(bmc=power, bmc_error=error, bmc_read=True, **reading)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(probe_concurrency, len(hosts) or 1))) as probes, \
-            ThreadPoolExecutor(max_workers=max(1, bmc_concurrency)) as bmcs:
-        probed = dict((probes.submit(ssh, h), h) for h in hosts)
+    # The BMC reads that do not wait for a probe start first (ipmitool takes a while); the probes'
+    # threads are all started before the first probe (together.run_together: pool threads started
+    # one by one while the others already probe begin later the more hosts there are); a silent
+    # host's BMC read is asked from its probe's thread as soon as the probe ends.
+    late = []
+    with ThreadPoolExecutor(max_workers=max(1, bmc_concurrency)) as bmcs:
         reads = [bmcs.submit(bmc, h) for h in hosts if h.get("bmc") is not None and mode(h) == "always"]
-        for f in as_completed(probed):
-            h = probed[f]
-            if mode(h) == "silent" and not f.result() and h.get("bmc") is not None:
-                reads.append(bmcs.submit(bmc, h))
-        for f in list(probed) + reads:
-            f.result()
+
+        def after(h, ok):
+            if mode(h) == "silent" and not ok and h.get("bmc") is not None:
+                with lock:
+                    late.append(bmcs.submit(bmc, h))
+
+        try:
+            run_together(ssh, hosts, probe_concurrency, done=after)
+        finally:
+            for f in reads + late:
+                f.result()
     return out
