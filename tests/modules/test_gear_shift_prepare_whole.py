@@ -125,3 +125,45 @@ def test_a_host_to_wake_that_cannot_be_woken_is_refused_before_the_journal_and_t
     finally:
         _stop(parked, on, udp=udp)
         waiter.join()
+
+
+def test_a_record_that_cannot_be_written_after_the_waves_ran_fails_names_it_and_the_next_shift_records_them(tmp_path):
+    """The history file's directory is missing: the waves run (the host is woken by its packet),
+    then the record refuses before it writes anything. The call fails naming the file, returns the
+    wave, keeps its results in the journal and releases the lock; the next shift (the file's
+    directory there) resumes from the journal and records that wake, with nothing left to wake."""
+    parked, on, udp = _servers()
+    packets = []
+    waiter = _woken_by_packet(parked, udp, packets)
+    try:
+        gear = tmp_path / "gear"
+        args = _args(tmp_path, parked, on, udp, history_file=str(gear / "missing" / "history.jsonl"))
+        state = gear / "state.json"
+        state.write_text(json.dumps(PARKED))
+        got = run_module("gear_shift_prepare", args)
+        assert got.get("failed"), got
+        assert got["msg"].startswith("the waves ran (every host's result is in waves; the journal has them) but the "
+                                     "shift could not be recorded: option history_file: its directory %s does not "
+                                     "exist" % (gear / "missing")), got["msg"]
+        assert got["msg"].endswith("(the gear-shift lock was released)") and got["lock_released"] is True
+        assert [w["ok"] for w in got["waves"]] == [["h1"]] and PACKET in packets
+        assert not (gear / "shift.lock").exists() and not (gear / "missing").exists()
+        doc = json.loads(state.read_text())
+        assert doc["hosts"]["h1"]["state"] == "on" and "result" not in doc, doc     # the journal, not a record
+        assert [(a["host"], a["ok"]) for a in doc["in_progress"]["actions"]] == [("h1", True)]
+        killed = doc["in_progress"]["shift"]
+        sent = len(packets)
+        again = run_module("gear_shift_prepare", dict(args, whole_shift=dict(args["whole_shift"],
+                                                                             history_file=str(gear / "history.jsonl"))))
+        assert not again.get("failed") and again["went_on"] is True and again["waves"] == [], again
+        rec = again["record"]
+        assert rec["result"] == "ok" and rec["lock_released"] is True, rec
+        doc = json.loads(state.read_text())
+        assert "in_progress" not in doc and doc["resumed"]["shift"] == killed, doc
+        assert [(a["host"], a["action"], a["ok"]) for a in doc["actions"]] == [("h1", "up", True)]
+        history = (gear / "history.jsonl").read_text().splitlines()
+        assert len(history) == 1 and json.loads(history[0])["resumed"]["shift"] == killed
+        assert len(packets) == sent                                           # no second wake
+    finally:
+        _stop(parked, on, udp=udp)
+        waiter.join()
