@@ -95,7 +95,7 @@ def run_local(argv, env):
     """Run ipmitool here (the runner every module gives :class:`Bmc`): the password only in the
     environment ``env`` carries, C locale (the parsers read English), every byte of its output read
     (command.run; ansible's run_command can lose an answer that took about a second)."""
-    return command.run(argv, dict(env, LC_ALL="C", LANG="C"))
+    return command.run(argv, dict(env, LC_ALL="C", LANG="C"), raise_oserror=True)
 
 
 def password_env(password):

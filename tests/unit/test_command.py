@@ -53,6 +53,13 @@ def test_a_command_is_a_list_of_strings(argv):
         command.run(argv)
 
 
-def test_a_program_that_cannot_start_raises_oserror(tmp_path):
+def test_a_program_that_cannot_start_is_a_failure_naming_it(tmp_path):
+    missing = str(tmp_path / "no-such-dmesg")
+    assert command.run([missing]) == (127, "", "cannot run %s: No such file or directory" % missing)
+    plain = tmp_path / "not-executable"
+    plain.write_text("#!/bin/sh\necho hi\n")
+    plain.chmod(0o644)
+    # a file with no x bit at all is run by nobody, root included: the kernel says EACCES
+    assert command.run([str(plain)]) == (126, "", "cannot run %s: Permission denied" % plain)
     with pytest.raises(OSError):
-        command.run([str(tmp_path / "no-such-ipmitool")])
+        command.run([missing], raise_oserror=True)
