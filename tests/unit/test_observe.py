@@ -365,3 +365,21 @@ def test_a_down_host_whose_bmc_the_observation_did_not_ask_stops_the_shift_and_s
     assert not out["ok"] and out["unanswered"] == ["a", "b"]
     assert "a: not asked by the observation; b: timeout" in out["reason"]
     assert "a (10.0.0.9:623: not asked by the observation)" in out["msg"]
+
+
+def test_every_probe_thread_is_started_before_the_first_probe():
+    """Probe threads started one by one while the others already probe begin later the more hosts
+    there are (together.run_together): here the first probe already finds every probe thread
+    started. Counted, not timed."""
+    seen_threads = []
+    before = threading.active_count()
+
+    def probe(host, port, greeting, timeout):
+        seen_threads.append(threading.active_count())
+        time.sleep(0.02)
+        return True
+
+    hosts = [{"name": "h%d" % i, "address": "127.0.0.1", "port": 22, "bmc": None} for i in range(200)]
+    seen = observe(hosts, 0.5, lambda b: b.status(), probe_concurrency=200, probe=probe)
+    assert len(seen) == 200 and all(r["ssh"] for r in seen.values())
+    assert seen_threads[0] >= before + 200, (before, seen_threads[:5])
