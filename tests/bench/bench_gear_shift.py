@@ -12,7 +12,10 @@ For each direction it measures
 and states the share of the wall time spent waiting for the guests versus orchestration overhead,
 and the playbook / baseline ratio, each the median of ``--repeat`` runs (never the best one).
 Beside them, what Ansible alone costs in the same run: ansible-playbook with the shift's four plays
-over the lab's inventory and a single module call on the controller (reported, not a target).
+over the lab's inventory and a single module call on the controller (reported, not a target); where
+the up shift's orchestration goes, from the shift's own clock in its state file (before its lock,
+its clock less the guests' wait, after its record); and how long an awake guest takes to greet over
+SSH, what the observation's wait for a parked host must cover (both reported, not targets).
 Target (issue 35; issue 17 had 5 s): the up shift's orchestration (wall time less the guests' own wait) <= 2 s.
 The report goes to docs/bench/gear_shift_lab.txt (benchlib); exit 1 on a MISS. Needs the lab
 running (make lab-up) and root.
@@ -31,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +46,7 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 from labtools import Lab, labctl  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests" / "bench"))
-from benchlib import Report  # noqa: E402
+from benchlib import Report, spread  # noqa: E402
 
 ALL = ["lab%d" % n for n in range(1, 7)]
 UP_ORCHESTRATION_TARGET_S = 2.0        # issue 35 (issue 17 had 5 s)
@@ -55,15 +58,37 @@ def playbook(state_dir, gear):
            "-e", "gear_shift_state_dir=%s" % state_dir,
            "-e", "gear_shift_down_method=suspend", "-e", json.dumps({"gear_shift_up_methods": ["wol", "ipmi"]})]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    launched = time.time()
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=900)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=900,
+                          stdin=subprocess.DEVNULL)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit("gear shift to %d failed:\n%s" % (gear, proc.stdout[-4000:]))
     st = json.loads((Path(state_dir) / "state.json").read_text())
     waits = [float(a["wait_s"]) for a in st["actions"]]
-    return {"wall_s": round(wall, 2), "guest_wait_s": round(max(waits), 2) if waits else 0.0,
-            "hosts": len(waits), "shift_duration_s": float(st["duration_s"])}
+    wait = max(waits) if waits else 0.0
+    # the shift's own clock: from its lock (state.json's started) for duration_s, to its record
+    locked = datetime.fromisoformat(st["started"]).timestamp() - launched
+    return {"wall_s": round(wall, 2), "guest_wait_s": round(wait, 2),
+            "hosts": len(waits), "shift_duration_s": float(st["duration_s"]),
+            "before_lock_s": round(locked, 2), "clock_less_wait_s": round(float(st["duration_s"]) - wait, 2),
+            "after_record_s": round(wall - locked - float(st["duration_s"]), 2)}
+
+
+def greetings(lab, names, each=10):
+    """Seconds from connecting to a guest's SSH port to its greeting, ``each`` times per guest, one
+    after the other: what a probe that tells an awake guest from a sleeping one must wait for."""
+    took = []
+    for name in names:
+        for _ in range(each):
+            t = time.monotonic()
+            with socket.create_connection(("127.0.0.1", lab[name]["ssh_port"]), timeout=10) as conn:
+                conn.settimeout(10)
+                if not conn.recv(64).startswith(b"SSH-"):
+                    raise SystemExit("%s did not greet as an SSH server" % name)
+            took.append(time.monotonic() - t)
+    return took
 
 
 # What Ansible alone costs on this machine, measured in the same run (reported, not a target): the
@@ -97,6 +122,14 @@ FLOOR_PLAYBOOK = """
 """
 
 
+def parked_probe_default():
+    """gear_shift_parked_probe_timeout_s as the role's defaults set it (the bench passes no other)."""
+    for line in (REPO / "roles/gear_shift/defaults/main.yml").read_text().splitlines():
+        if line.startswith("gear_shift_parked_probe_timeout_s:"):
+            return float(line.split(":", 1)[1].split("#", 1)[0])
+    raise SystemExit("gear_shift_parked_probe_timeout_s is not in roles/gear_shift/defaults/main.yml")
+
+
 def ansible_floor(tmp):
     """Seconds for ansible-playbook to run FLOOR_PLAYBOOK on the lab's inventory."""
     book = Path(tmp) / "floor.yml"
@@ -104,10 +137,12 @@ def ansible_floor(tmp):
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(REPO / "inventories/lab"), str(book)]
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO), timeout=300,
+                          stdin=subprocess.DEVNULL)
     took = time.monotonic() - t0
     if proc.returncode != 0:
-        raise SystemExit("the Ansible floor playbook failed:\n%s" % proc.stdout[-2000:])
+        raise SystemExit("the Ansible floor playbook failed (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout[-2000:],
+                                                                           proc.stderr[-2000:]))
     return round(took, 2)
 
 
@@ -182,7 +217,7 @@ def main():
             time.sleep(1)
             b_up, _ = baseline_up(lab, down_hosts)
             runs.append({"down": dict(down, baseline_s=round(b_down, 2)), "up": dict(up, baseline_s=round(b_up, 2)),
-                         "ansible_floor_s": ansible_floor(tmp)})
+                         "ansible_floor_s": ansible_floor(tmp), "greetings_s": greetings(lab, ALL)})
     for name in ALL:
         lab.restore(name)
 
@@ -207,6 +242,20 @@ def main():
     floor = rep.runs("Ansible alone: the shift's four plays over the lab with one module call on the controller "
                      "(reported, not a target)", [r["ansible_floor_s"] for r in runs])["median"]
     summary["ansible_floor_s"] = floor
+    rows = [r["up"] for r in runs]
+    rep.print("Where the up shift's orchestration goes (reported, not a target):")
+    rep.runs("  up shift, before the shift's lock (Ansible's start, the plays' tasks before the prepare call, its "
+             "arguments, payload and Python)", [r["before_lock_s"] for r in rows])
+    rep.runs("  up shift, the shift's own clock less the guests' wait (the observation, the plan, the journal, the "
+             "record)", [r["clock_less_wait_s"] for r in rows])
+    rep.runs("  up shift, after the record (the call's end, the tasks after it, the recap)",
+             [r["after_record_s"] for r in rows])
+    rep.print("  of the shift's own clock, the observation's wait for the parked hosts it wakes "
+              "(gear_shift_parked_probe_timeout_s, the role's default): %s s" % parked_probe_default())
+    greeted = sorted(t for r in runs for t in r["greetings_s"])
+    summary["greeting_s"] = spread(greeted)
+    rep.print("  an awake guest's SSH greeting (connect to banner; 10 per guest after each run, %d in all): median "
+              "%.2f s, slowest %.2f s" % (len(greeted), summary["greeting_s"]["median"], greeted[-1]))
     rep.target("up shift orchestration (median s)", summary["up"]["orchestration_s"], "<=",
                UP_ORCHESTRATION_TARGET_S, "s")
     out = Path(args.json)
