@@ -290,6 +290,15 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
     assert not task_ran(prepare, "Wake the plan's waves from the controller"), prepare[-3000:]
     assert not task_ran(rest, "Record the shift (state file"), rest[-3000:]
     assert "skipping: no hosts matched" in wake and "TASK [" not in wake, wake[-3000:]
+    # nothing was left after that call: the steps it made needless are not passed one by one (the
+    # BMC check, check mode, the groups; the finish phase's observation and record: one skipped
+    # include each), the result printed once
+    finish = rest.split("PLAY [Gear shift - finish", 1)[1]
+    for needless in ("Check mode shows the plan", "The hosts the wake play acts on",
+                     "Say that the record has an observation from after the shift", "Record the shift"):
+        assert "TASK [gear_shift : " + needless not in proc.stdout, (needless, prepare[-2000:], finish[-2000:])
+    assert finish.count("TASK [gear_shift : Print the result]") == 1 and task_ran(finish, "Print the result"), \
+        finish[-3000:]
     ran = set(re.findall(r"^(?:ok|changed|failed|fatal): \[([^\]\s]+)\]", prepare + wake, re.M))
     assert not ran & set(parked), (sorted(ran), prepare[-3000:])
     st = json.loads((gear / "state.json").read_text())
