@@ -174,6 +174,33 @@ def test_without_power_ok_the_plan_is_shown_and_nothing_is_done(tmp_path, silent
     assert not (sd / "shift.lock").exists() and not (sd / "history.jsonl").exists()
 
 
+def test_phases_composed_after_a_whole_shift_run_every_step(tmp_path, silent_fleet):
+    """A run whose earlier shift the prepare call made whole (its flag set, as molecule's second
+    shift finds it), then the lock, observe and plan phases one by one: the lock resets the flag,
+    so the steps after the plan run (here gear_shift_power_ok false: the lock released, nothing done)."""
+    sd = tmp_path / "gear"
+    sd.mkdir()
+    state = {"hosts": {"h2": {"state": "asleep", "since": "2026-11-25T01:00:00Z"},
+                       "h3": {"state": "off", "since": "2026-11-25T01:00:00Z"}, "h1": {"state": "on"}}}
+    (sd / "state.json").write_text(json.dumps(state))
+    phases = [{"name": "An earlier shift that the prepare call made whole",
+               "ansible.builtin.set_fact": {"__gear_shift_went_on": True}},
+              {"name": "The phases one by one, once, on the controller", "run_once": True, "delegate_to": "localhost",
+               "block": [{"name": "Phase %s" % phase,
+                          "ansible.builtin.include_role": {"name": "gear_shift", "tasks_from": phase}}
+                         for phase in ("lock", "observe", "plan")]}]
+    play = tmp_path / "composed.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": phases, "vars": {
+        "gear_shift_gear": 3, "gear_shift_state_dir": str(sd), "gear_shift_probe_timeout_s": 1,
+        "gear_shift_power_ok": False}}]))
+    proc = run(["-i", silent_fleet, play], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "gear_shift_power_ok is false: nothing was powered down or up (2 to wake, 0 to put down)" in out, out[-3000:]
+    assert ran(out, "Release the lock (nothing will be done)") and not woke(out)
+    assert not (sd / "shift.lock").exists() and json.loads((sd / "state.json").read_text()) == state
+
+
 def test_the_role_without_a_phase_is_a_whole_shift(tmp_path, silent_fleet):
     """include_role: gear_shift in a play over the targets: the whole shift's input check (once),
     the plan, and with gear_shift_power_ok false nothing else (the shifts with power: tests/lab)."""
