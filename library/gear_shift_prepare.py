@@ -173,7 +173,8 @@ options:
   wake_probe_timeout:
     description:
       - Seconds a host has to greet that O(state_file) records as parked and that the shift wakes, as
-        M(gear_observe)'s (at most O(parked_probe_timeout)).
+        M(gear_observe)'s (at most O(parked_probe_timeout)); with O(whole_shift.wake_during_observation), its
+        magic packets go out right after its probe's SYN.
     type: float
     default: 0.25
   read_power:
@@ -293,6 +294,25 @@ options:
         description: The textfile collector's directory for the C(fleetnap_gear*) metrics (M(gear_record)'s).
         type: path
         required: true
+      wake_during_observation:
+        description:
+          - Send a parked host's magic packets during the observation, right after its probe's SYN, so that its
+            resume overlaps the observation's wait for it (O(wake_probe_timeout)); its wave then waits for it
+            from those packets (the attempt's report says they were sent during the observation, and RV(hosts)
+            has its C(wol_sent_at)).
+          - Only where nothing can stop the shift once they are out and the host wakes back in service by itself
+            - O(journal), not check mode, not Slurm, no O(wake_health) or O(wake_undrain), the target has every
+            group on and one wake batch (O(wake_batch_size)) takes every host, the probe shorter than 1 s - and
+            only for hosts O(state_file) has parked asleep with gear_member's resume hook that wake by Wake-on-LAN
+            first. A failure before the waves says which hosts got packets.
+          - A greeting within the wait on the connection whose SYN left before the packets still says the host
+            was awake before them - on a LAN, a sleeping host drops that SYN, and the kernel sends it again only
+            after 1 s. Behind a NAT that accepts for the host (QEMU's user networking) the SYN reaches the host
+            once it is up, so there only a wake longer than the wait (S3, seconds) keeps a host these packets
+            woke from being taken for one that was awake; set this false for hosts behind such a NAT that wake
+            faster.
+        type: bool
+        default: true
 attributes:
   check_mode:
     support: full
@@ -352,7 +372,11 @@ lock:
   type: dict
   sample: {held: true, changed: true, owner: {pid: 4242, start_time: 912345, since: "2026-12-07T01:00:00Z", purpose: ""}}
 hosts:
-  description: What was observed, per host, as M(gear_observe)'s C(hosts).
+  description:
+    - What was observed, per host, as M(gear_observe)'s C(hosts).
+    - A host whose magic packets went out during the observation (O(whole_shift.wake_during_observation)) also has
+      C(wol_sent_at) (when, in seconds since the epoch; null when sending them failed) and C(wol_error) (why they
+      could not be sent, else empty).
   returned: success
   type: dict
 observe_elapsed_s:
@@ -403,6 +427,7 @@ lock_released:
   type: bool
 """
 
+import functools
 import time
 from datetime import datetime, timezone
 
@@ -410,10 +435,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetnap import fileio, fleetobserve, recordcall, shiftlock, shiftplan, wavecall
 from ansible.module_utils.fleetnap.fleethosts import host_options
 from ansible.module_utils.fleetnap.gear import GearError
-from ansible.module_utils.fleetnap.gearshift import ShiftError, check_host_records, target_groups
+from ansible.module_utils.fleetnap.gearshift import ShiftError, check_host_records, read_states, target_groups
 from ansible.module_utils.fleetnap.observe import compile_greeting
 from ansible.module_utils.fleetnap.secrets import Scrubber
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, text, validate
+from ansible.module_utils.fleetnap.wol import build_packet, send_packets
 
 CHECKS = dict(shiftplan.CHECKS, lock_file=path(), purpose=text(max_len=500), lease=number(lo=1, hi=604800, integer=True))
 # whole_shift's wave options (gear_wave's checks) and the record's files (gear_record's)
@@ -436,6 +462,7 @@ def whole_shift_options():
         power_file=dict(type="path", required=True),
         measured_file=dict(type="path"),
         metrics_dir=dict(type="path", required=True),
+        wake_during_observation=dict(type="bool", default=True),
     )
 
 
@@ -449,10 +476,32 @@ def wave_hosts(p, seen, plan):
         hosts = [dict(wavecall.own_defaults(), **dict((k, entries[n].get(k)) for k in HOST_KEYS)) for n in wave["up"]]
         try:
             wavecall.check("up", hosts, "^SSH-", observed=seen)
-        except ValueError as exc:
-            raise ParamError(str(exc))
+        except ValueError as exc:   # hosts[i] is the wave's: named
+            raise ParamError("%s (hosts of the wave: %s)" % (exc, ", ".join(wave["up"])))
         waves.append(hosts)
     return waves
+
+
+def early_wakes(p, on, recorded, check_mode):
+    """name -> a callable sending the host's magic packets (as its wave sends them), for the hosts
+    whose packets go out during the observation (shiftplan.wake_during_observation) that wake by
+    Wake-on-LAN first and whose wake fields pass the wave's checks (one that does not is refused
+    by them once the plan names it, before anything is sent)."""
+    entries = dict((h["name"], h) for h in p["hosts"])
+    repeat = wavecall.options()["wol_repeat"]["default"]
+    out = {}
+    for n in shiftplan.wake_during_observation(p, on, recorded, check_mode):
+        h = dict(wavecall.own_defaults(), **dict((k, entries[n].get(k)) for k in HOST_KEYS))
+        try:
+            wavecall.wake_fields_from({n: entries[n]["inventory"] or {}}, [h])
+            wavecall.check_wave_hosts("up", [h])
+        except (ParamError, ValueError):
+            continue
+        if h["up_methods"][0] != "wol":
+            continue
+        out[n] = functools.partial(send_packets, [build_packet(m) for m in h["wol_macs"]], h["wol_address"],
+                                   h["wol_port"], repeat=repeat)
+    return out
 
 
 def go_on(module, p, seen, plan, started, waves, failed):
@@ -465,6 +514,10 @@ def go_on(module, p, seen, plan, started, waves, failed):
     wp.update((k, p[k]) for k in ("min_interval", "retries", "session_timeout", "rate_limit_dir"))
     scrubber = Scrubber(*[h.get("bmc_password") for h in p["hosts"] if isinstance(h.get("bmc_password"), str)])
     matcher = compile_greeting(wp["greeting"])
+    for hosts in waves:             # a host whose packets went out during the observation: its wait since then
+        for h in hosts:
+            if (seen.get(h["name"]) or {}).get("wol_sent_at") is not None:
+                h["wol_sent_at"] = seen[h["name"]]["wol_sent_at"]
     done = []
     try:
         for wave, hosts in zip(plan["wake_waves"], waves):
@@ -529,7 +582,12 @@ def main():
     # released on a failure only when this call took it (not a lock this run held already)
     taken = bool(lock.get("changed")) and lock["held"] and not module.check_mode
 
+    woken_early = []    # the hosts whose magic packets went out during the observation
+
     def failed(msg, **extra):
+        if woken_early and "waves" not in extra:
+            msg += ("; magic packets went to %s during the observation (a host they woke is back in its in-service "
+                    "sleep policy by itself: its resume hook; the next shift sees it on)" % ", ".join(woken_early))
         released = False
         if taken:
             try:
@@ -542,7 +600,10 @@ def main():
         module.fail_json(msg=msg + (" (the gear-shift lock was released)" if released else ""), lock=lock,
                          lock_released=released, **extra)
     try:
-        seen, elapsed = fleetobserve.run(module, p, tools, "needed", on)
+        recorded = read_states(p["state_file"])
+        seen, elapsed = fleetobserve.run(module, p, tools, "needed", on, recorded=recorded,
+                                         wake=early_wakes(p, on, recorded, module.check_mode))
+        woken_early.extend(n for n in seen if seen[n].get("wol_sent_at") is not None)
         plan = shiftplan.make(p, seen, day)
         whole = p["whole_shift"] is not None and p["journal"] and not module.check_mode \
             and shiftplan.whole_from_controller(plan, p["scheduler"])

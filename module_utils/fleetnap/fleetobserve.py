@@ -134,13 +134,15 @@ def check(module, p, before=None, then=None):
     return found[0], found[1], (module.get_bin_path("ipmitool", required=bool(with_bmc)), module.get_bin_path("timeout"))
 
 
-def run(module, p, tools, bmc_read, on=None, recorded=None):
+def run(module, p, tools, bmc_read, on=None, recorded=None, wake=None):
     """Observe every host of the checked options ``p`` at once, with the ``tools`` check returned:
     ``bmc_read`` is gear_observe's option (``needed`` with ``on``, the groups the shift has on).
     ``recorded``: the state file's entries (read_states) when the caller read them; else the state
     file is read here (ShiftError / GearError / ParamError when it is not one). A BMC command that
     cannot be started is that host's bmc_error, never the module's failure. Returns (hosts,
-    elapsed_s): gear_observe's RV(hosts)."""
+    elapsed_s): gear_observe's RV(hosts). ``wake``: name -> a callable sending that host's magic
+    packets right after its probe's SYN (observe's "wake"; the host gets the short probe of a host
+    to be woken)."""
     if recorded is None:
         recorded = read_states(p["state_file"]) if p["state_file"] else {}
     parked = set(n for n, h in recorded.items() if h.get("state") in ("asleep", "off"))
@@ -150,8 +152,10 @@ def run(module, p, tools, bmc_read, on=None, recorded=None):
                                   on, recorded, read_power=p["read_power"])
     wake_probe = min(p["wake_probe_timeout"], p["parked_probe_timeout"])
 
+    wake = wake or {}
+
     def own_probe(name):
-        if (needs.get(name) or {}).get("wake"):
+        if (needs.get(name) or {}).get("wake") or name in wake:
             return wake_probe
         return p["parked_probe_timeout"] if name in parked else None
     started = time.time()
@@ -159,7 +163,7 @@ def run(module, p, tools, bmc_read, on=None, recorded=None):
 
     targets = [{"name": h["name"], "address": h["address"], "port": h["port"],
                 "probe_timeout": own_probe(h["name"]),
-                "bmc_read": (needs.get(h["name"]) or {}).get("bmc_read"),
+                "bmc_read": (needs.get(h["name"]) or {}).get("bmc_read"), "wake": wake.get(h["name"]),
                 "bmc": bmc_for(h, run_local, ipmitool, [timeout_bin] if timeout_bin else None,
                                min_interval=p["min_interval"], retries=p["retries"],
                                session_timeout=p["session_timeout"], state_dir=p["rate_limit_dir"])}

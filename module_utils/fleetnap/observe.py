@@ -128,7 +128,8 @@ def shown(data, limit=80):
 
 
 OBSERVED = frozenset(("ssh", "ssh_s", "probes", "bmc", "bmc_configured", "bmc_read", "bmc_error", "bmc_endpoint",
-                      "power_watts", "power_source", "power_note", "resume_hook", "parked_as"))
+                      "power_watts", "power_source", "power_note", "resume_hook", "parked_as", "wol_sent_at",
+                      "wol_error"))
 
 
 def greeted(conn, matcher, timeout):
@@ -289,6 +290,67 @@ def greeting_or_gone(conn, matcher, timeout, host, port, connect_timeout, interv
         check.close()
 
 
+EARLY_WAKE_MAX_WINDOW_S = 1.0    # a SYN a sleeping host dropped is sent again after 1 s (Linux's first RTO)
+
+
+def greeting_after_wake(host, port, matcher, timeout, wake, clock=time.monotonic, wall=time.time,
+                        selector=selectors.DefaultSelector):
+    """One connection to host:port, its SYN sent before ``wake()`` (which sends the host's magic
+    packets) is called, then its greeting awaited on that connection only, ``timeout`` s from the
+    start (no new attempt: a SYN sent after the packets could reach a host they woke).
+
+    A host asleep when the SYN left drops it; the kernel sends it again only after 1 s (and a
+    neighbour entry being resolved waits as long), later than a ``timeout`` under
+    EARLY_WAKE_MAX_WINDOW_S: a greeting within ``timeout`` was sent by a host that was awake before
+    its packets, as with no packets. Behind a NAT that accepts for the host (QEMU's user
+    networking), the SYN reaches the host once it is up: there only a wake longer than
+    ``timeout`` (S3: seconds) keeps the greeting out of it. ``wake()`` is called whatever the
+    connection did (refused, unreachable: the host is to be woken all the same); its exception is
+    returned, never raised.
+
+    Returns (answered, seconds to the greeting or None, the wall clock when wake() returned or
+    None, wake()'s error text or "")."""
+    start = clock()
+    deadline = start + timeout
+    conn, connected, failed = None, False, False
+    try:
+        addr = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)[0]
+        conn = socket.socket(addr[0], addr[1], addr[2])
+        conn.setblocking(False)
+        err = conn.connect_ex(addr[4])
+        connected = err == 0
+        failed = err not in (0, errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK)
+    except (OSError, UnicodeError, ValueError, IndexError):
+        failed = True
+    sent_at, error = None, ""
+    try:
+        wake()
+        sent_at = round(wall(), 3)
+    except Exception as exc:  # WolError, OSError: the caller's note; the probe goes on
+        error = str(exc) or exc.__class__.__name__
+    try:
+        if conn is None or failed:
+            return False, None, sent_at, error
+        if not connected:
+            with selector() as sel:
+                sel.register(conn, selectors.EVENT_WRITE)
+                if not sel.select(max(0.0, deadline - clock())):
+                    return False, None, sent_at, error
+            if conn.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
+                return False, None, sent_at, error
+        conn.setblocking(True)
+        left = deadline - clock()
+        if left <= 0:
+            return False, None, sent_at, error
+        answered = greeted(conn, matcher, left)[0]
+        return answered, (round(clock() - start, 3) if answered else None), sent_at, error
+    except OSError:
+        return False, None, sent_at, error
+    finally:
+        if conn is not None:
+            conn.close()
+
+
 def probe(host, port, greeting, timeout, connect_timeout=None):
     """(answered, what was seen): whether the service accepts a connection and (when given)
     greets as expected within ``timeout`` s, and in words what it did ('no connection: ...',
@@ -348,6 +410,10 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
     "bmc_configured": bool, "bmc_read": bool, "bmc_error": str, "bmc_endpoint": the BMC's
     "address:port" as its client speaks to it, "" without one, "power_watts", "power_source",
     "power_note"}}.
+    A host's "wake" (a callable sending its magic packets), when given, is called right after its
+    probe's SYN left, and that probe waits on that one connection (greeting_after_wake: its
+    probe_timeout must be under EARLY_WAKE_MAX_WINDOW_S); its entry then has "wol_sent_at" (the
+    wall clock of the packets, None when wake() failed) and "wol_error" (wake()'s error or "").
     bmc_power(bmc), when given, is asked right after a chassis power read that succeeded and
     returns (watts or None, source or None, why there is none): the draw the BMC measured (DCMI,
     Redfish). Its failure is a note on that host, never the observation's.
@@ -366,11 +432,24 @@ def observe(hosts, probe_timeout, bmc_status, greeting="^SSH-", probe_concurrenc
         if h.get("bmc_read") not in (None,) + modes:
             raise ValueError("host %s: bmc_read must be one of %s, got %r" % (h["name"], ", ".join(modes), h["bmc_read"]))
 
+    for h in hosts:
+        if h.get("wake") is not None and not (min(probe_timeout, h.get("probe_timeout") or probe_timeout)
+                                              < EARLY_WAKE_MAX_WINDOW_S):
+            raise ValueError("host %s: woken during the observation with a probe of %g s; it must be under %g s"
+                             % (h["name"], min(probe_timeout, h.get("probe_timeout") or probe_timeout),
+                                EARLY_WAKE_MAX_WINDOW_S))
+    matcher = compile_greeting(greeting) if isinstance(greeting, str) else greeting
+
     def mode(h):
         return h.get("bmc_read") or bmc_read
 
     def ssh(h):
         timeout = min(probe_timeout, h.get("probe_timeout") or probe_timeout)
+        if h.get("wake") is not None:
+            ok, took, sent_at, error = greeting_after_wake(h["address"], h["port"], matcher, timeout, h["wake"])
+            with lock:
+                out[h["name"]].update(ssh=ok, ssh_s=took, probes=1, wol_sent_at=sent_at, wol_error=error)
+            return ok
         ok, probes, took = answers_within(h["address"], h["port"], greeting, timeout, probe=probe)
         with lock:
             out[h["name"]].update(ssh=ok, ssh_s=took, probes=probes)

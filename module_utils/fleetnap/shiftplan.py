@@ -12,6 +12,7 @@ from datetime import date as dt_date
 
 from ansible.module_utils.fleetnap import journal
 from ansible.module_utils.fleetnap.gearshift import ShiftError, batch_count, batches, bmc_check, plan_from
+from ansible.module_utils.fleetnap.observe import EARLY_WAKE_MAX_WINDOW_S
 from ansible.module_utils.fleetnap.validate import all_of, items, number, numbers, path, text
 
 CHECKS = {
@@ -78,6 +79,41 @@ def whole_from_controller(plan, scheduler):
     wake), fleetnap's own waves (not Slurm's), and every BMC the plan needs answered."""
     return (scheduler != "slurm" and not plan["down_hosts"] and not plan["wake_play_hosts"]
             and bool(plan["bmc_check"]["ok"]))
+
+
+def wake_during_observation(p, on, recorded, check_mode):
+    """The hosts whose magic packets may go out during the shift's observation, right after their
+    probe's SYN (observe.greeting_after_wake: the wake's half second of the observation's wait for
+    a parked host overlaps its resume), in the order of ``p["hosts"]``: only where nothing can
+    stop the shift once the packets are out, and only for hosts whose wake restores them:
+
+    - the prepare call is to run the whole shift (``whole_shift``, its ``wake_during_observation``
+      not false), the plan goes into the journal (``journal``), not in check mode, fleetnap's own
+      waves (not Slurm's), no health command or undrain hook (no step on a woken host);
+    - the target ``on`` has every group on (no host goes down: no BMC check can stop the shift, the
+      health gate has nothing to add) and one wake batch takes every host (no later batch woken
+      early);
+    - the parked host's probe is shorter than observe.EARLY_WAKE_MAX_WINDOW_S;
+    - the state file (``recorded``, read_states) has the host parked asleep with gear_member's
+      resume hook (woken by anything, it is back in its in-service policy by itself).
+
+    Whether the host wakes by Wake-on-LAN first, with its MACs, is the caller's to check (the
+    wave's checks of its fields)."""
+    whole = p.get("whole_shift")
+    if not whole or whole.get("wake_during_observation") is False:
+        return []
+    if not p["journal"] or check_mode or p["scheduler"] == "slurm" or p["wake_health"] or p["wake_undrain"]:
+        return []
+    if set(int(g) for g in on) != set(range(1, p["replicas"] + 1)):
+        return []
+    n = len(p["hosts"])
+    if not n or batch_count(p["wake_batch_size"], n, "wake_batch_size") < n:
+        return []
+    if not min(p["probe_timeout"], p["parked_probe_timeout"], p["wake_probe_timeout"]) < EARLY_WAKE_MAX_WINDOW_S:
+        return []
+    return [h["name"] for h in p["hosts"]
+            if ((recorded or {}).get(h["name"]) or {}).get("state") == "asleep"
+            and ((recorded or {}).get(h["name"]) or {}).get("resume_hook") is True]
 
 
 def day_of(p):

@@ -267,17 +267,24 @@ class Wave(object):
 
     def _wake_one(self, h):
         t0 = self.clock()
+        # packets the caller sent already (gear_shift_prepare's, during its observation): the wait is since them
+        early = None
+        if h.get("wol_sent_at") is not None and h["up_methods"][:1] == ["wol"]:
+            early = t0 - max(0.0, self.wall() - float(h["wol_sent_at"]))
+            t0 = early
         attempts, waited = [], 0.0
         for m in h["up_methods"]:
-            sent = self.clock()
+            sent = self.clock() if early is None or m != "wol" else early
             booting = False
             try:
                 if m == "wol":
                     timeout = self.wol_timeout
-                    ok, took, probes, sends, failed = self._wol_until_answer(h, timeout)
-                    sends_text = "magic packets sent %s%s" % ("once" if sends == 1 else "%d times" % sends,
-                                                              "; sending them again failed: %s" % failed if failed else "")
-                    note = "%s; " % sends_text if sends > 1 or failed else ""
+                    ok, took, probes, sends, failed = self._wol_until_answer(h, timeout, sent_at=early)
+                    sends_text = "magic packets sent %s%s%s" % (
+                        "once" if sends == 1 else "%d times" % sends,
+                        " (the first during the observation)" if early is not None else "",
+                        "; sending them again failed: %s" % failed if failed else "")
+                    note = "%s; " % sends_text if sends > 1 or failed or early is not None else ""
                     sent_note = ", %s" % sends_text if note else ""
                 elif m in ("ipmi", "redfish"):
                     booting, note_boot, marker = self._ipmi_on(h)
@@ -310,7 +317,7 @@ class Wave(object):
         return self._result(h, "up", False, "", "unknown", attempts, waited, t0,
                             "%s did not come back: %s" % (h["name"], "; ".join(a["report"] for a in attempts)))
 
-    def _wol_until_answer(self, h, timeout):
+    def _wol_until_answer(self, h, timeout, sent_at=None):
         """The host's magic packets, then its answer awaited for ``timeout`` s, the packets sent
         again every ``wol_resend`` s while it is silent (0: once). A packet can be lost (UDP), or
         reach a host that is still on its way into sleep, whose NIC is not yet armed for it; a
@@ -318,29 +325,35 @@ class Wave(object):
         attempt and a greeting's wait apart (connect_timeout + probe_timeout): each period's wait
         ends its connections, and a host that answers gets its whole greeting's wait in the next.
         Only the first send's failure fails the attempt; a later one is noted and the wait goes
-        on (the first packets may be waking the host). (answered, seconds to the answer or None,
-        probes, times the packets were sent, the last resend's failure or "")."""
+        on (the first packets may be waking the host). ``sent_at`` (this clock's time): the first
+        packets were sent then by the caller; the wait, the timeout and the resends count from it.
+        (answered, seconds to the answer or None, probes, times the packets were sent, the last
+        resend's failure or "")."""
         period = 0.0
         if self.wol_resend and self.wol_resend > 0:
             period = max(self.wol_resend, self.probe.connect_timeout + self.probe.probe_timeout)
-        start = self.clock()
+        start = self.clock() if sent_at is None else sent_at
         deadline = start + timeout
         probes, sends, failed = 0, 0, ""
         while True:
-            try:
-                self.send_wol(h)
-                sends += 1
-            except Exception as exc:  # WolError, OSError: the first send's fails the attempt
-                if not sends:
-                    raise
-                failed = str(exc)
-            began = self.clock()
+            if sent_at is not None and not sends:
+                sends, began = 1, sent_at
+            else:
+                try:
+                    self.send_wol(h)
+                    sends += 1
+                except Exception as exc:  # WolError, OSError: the first send's fails the attempt
+                    if not sends:
+                        raise
+                    failed = str(exc)
+                began = self.clock()
             left = deadline - began
             step = min(left, period) if period else left
-            ok, took, n = self.probe.until_answer(h["address"], h["port"], max(0.05, step))
+            probing = self.clock()
+            ok, took, n = self.probe.until_answer(h["address"], h["port"], max(0.05, began + step - probing))
             probes += n
             if ok:
-                return True, round(began - start + took, 3), probes, sends, failed
+                return True, round(probing - start + took, 3), probes, sends, failed
             if self.clock() >= deadline or step >= left:
                 return False, None, probes, sends, failed
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 from conftest import run_module
 from greeting import GreetingServer
@@ -18,8 +19,12 @@ PACKET = b"\xff" * 6 + bytes.fromhex(MAC.replace(":", "")) * 16
 PARKED = {"hosts": {"h1": {"state": "asleep", "since": "2026-12-01T00:00:00Z", "resume_hook": True}}}
 
 
-def _woken_by_packet(srv, udp, got):
-    """Set the server answering once a magic packet for MAC arrives (the host wakes on it)."""
+RESUME_S = 0.6     # the parked host's own resume, longer than its probe's wait (0.3 s): as S3's seconds are
+
+
+def _woken_by_packet(srv, udp, got, at=None):
+    """Set the server answering RESUME_S after a magic packet for MAC arrives (the host wakes on it);
+    ``at``: a list the arrival times (wall clock) go into."""
     def wait():
         while not srv.stop.is_set():
             try:
@@ -29,8 +34,10 @@ def _woken_by_packet(srv, udp, got):
             except OSError:
                 return
             got.append(packet)
-            if packet == PACKET:
-                srv.answering.set()
+            if at is not None:
+                at.append(time.time())
+            if packet == PACKET and not srv.answering.is_set():
+                threading.Timer(RESUME_S, srv.answering.set).start()
     t = threading.Thread(target=wait, daemon=True)
     t.start()
     return t
@@ -102,6 +109,96 @@ def test_the_prepare_call_wakes_and_records_a_shift_that_only_wakes(tmp_path):
         assert not plain.get("failed") and plain["went_on"] is False and "record" not in plain, plain
     finally:
         _stop(parked, on, udp=udp)
+        waiter.join()
+
+
+def test_a_parked_hosts_packets_go_out_during_the_observation_and_its_wait_counts_from_them(tmp_path):
+    """wake_during_observation (the default): h1's packets go out right after its probe's SYN, before
+    the observation ends; the probe still sees it silent (its resume is longer than the probe's
+    wait), the wave waits for it from those packets and sends none of its own. Turned off, the
+    packets go out only after the observation."""
+    for early in (True, False):
+        parked, on, udp = _servers()
+        packets, at = [], []
+        waiter = _woken_by_packet(parked, udp, packets, at)
+        try:
+            gear = tmp_path / ("early" if early else "late")
+            gear.mkdir()
+            args = _args(gear, parked, on, udp, wake_during_observation=early)
+            (gear / "gear" / "state.json").write_text(json.dumps(PARKED))
+            got = run_module("gear_shift_prepare", args)
+            assert not got.get("failed") and got["went_on"] is True and got["plan"]["up_hosts"] == ["h1"], got
+            observed_until = got["started_epoch"] + got["observe_elapsed_s"]
+            seen = got["hosts"]["h1"]
+            assert seen["ssh"] is False and len(packets) == 3 and set(packets) == {PACKET}, (seen, packets)
+            action = got["record"]["record"]["actions"][0]
+            report = action["attempts"][0]["report"]
+            if early:
+                # sent during the observation (by its clock), received after the shift's start; the wave sent none
+                assert seen["wol_error"] == "", seen
+                assert got["started_epoch"] - 0.01 <= seen["wol_sent_at"] <= observed_until + 0.001, (seen, got)
+                assert at[0] >= got["started_epoch"] - 0.01, (at, got)
+                assert "magic packets sent once (the first during the observation)" in report, report
+                assert action["wait_s"] >= RESUME_S - 0.05, action                 # waited for since them
+                kept = json.loads((gear / "gear" / "state.json").read_text())["actions"][0]
+                assert kept["attempts"][0]["report"] == report and kept["wait_s"] == action["wait_s"], kept
+            else:
+                assert "wol_sent_at" not in seen and at[0] > observed_until, (seen, at, observed_until)
+                assert "during the observation" not in report, report
+            assert got["record"]["result"] == "ok", got["record"]
+        finally:
+            _stop(parked, on, udp=udp)
+            waiter.join()
+
+
+def test_a_parked_host_found_awake_is_seen_on_though_its_packets_went_out(tmp_path):
+    """A host the state file has parked but that is awake (woken by hand) greets on the connection
+    opened before its packets: it is seen on, and nothing wakes it (the packets did nothing)."""
+    parked, on, udp = _servers()
+    parked.answering.set()
+    packets = []
+    waiter = _woken_by_packet(parked, udp, packets)
+    try:
+        args = _args(tmp_path, parked, on, udp)
+        (tmp_path / "gear" / "state.json").write_text(json.dumps(PARKED))
+        got = run_module("gear_shift_prepare", args)
+        assert not got.get("failed") and got["went_on"] is True, got
+        seen = got["hosts"]["h1"]
+        assert seen["ssh"] is True and seen["wol_sent_at"] is not None and packets == [PACKET] * 3, (seen, packets)
+        assert got["plan"]["up_hosts"] == [] and [w["ok"] for w in got["waves"]] == [[]], got["plan"]
+        assert [(a["host"], a["action"]) for a in got["record"]["record"]["actions"]] == [("h1", "back")], got["record"]
+    finally:
+        _stop(parked, on, udp=udp)
+        waiter.join()
+
+
+def test_a_failure_after_packets_went_out_during_the_observation_names_the_hosts_that_got_them(tmp_path):
+    """h1's packets go out during the observation; h3, parked too, has a Wake-on-LAN address that does
+    not resolve (no early packets for it: the wave's checks refuse it), so the shift stops before the
+    journal: the failure names h3's address and says h1 got packets (its resume hook puts it back)."""
+    parked, on, udp = _servers()
+    third = GreetingServer()
+    third.start()
+    packets = []
+    waiter = _woken_by_packet(parked, udp, packets)
+    try:
+        args = _args(tmp_path, parked, on, udp)
+        args["hosts"].append({"name": "h3", "address": "127.0.0.1", "port": third.port,
+                              "inventory": {"group": 2, "up_methods": ["wol"], "wol_macs": ["02:fe:00:00:35:03"],
+                                            "wol_address": "no-such-host.invalid"}})
+        state = tmp_path / "gear" / "state.json"
+        before = json.dumps({"hosts": dict(PARKED["hosts"], h3=PARKED["hosts"]["h1"])})
+        state.write_text(before)
+        got = run_module("gear_shift_prepare", args)
+        assert got.get("failed") and got["msg"].startswith(
+            "option hosts[1].wol_address: cannot resolve WoL destination 'no-such-host.invalid'"), got["msg"]
+        assert "(hosts of the wave: h1, h3)" in got["msg"], got["msg"]
+        assert "; magic packets went to h1 during the observation (a host they woke is back in its in-service " \
+               "sleep policy by itself: its resume hook; the next shift sees it on)" in got["msg"], got["msg"]
+        assert got["msg"].endswith("(the gear-shift lock was released)") and got["lock_released"] is True
+        assert state.read_text() == before and packets == [PACKET] * 3, packets
+    finally:
+        _stop(parked, on, third, udp=udp)
         waiter.join()
 
 

@@ -303,6 +303,13 @@ def test_gear_shift_parks_in_s3_wakes_by_wol_and_by_ipmi_on_the_simulated_fleet(
     assert not ran & set(parked), (sorted(ran), prepare[-3000:])
     st = json.loads((gear / "state.json").read_text())
     assert st["result"] == "ok" and sorted(a["host"] for a in st["actions"] if a["action"] == "up") == sorted(parked)
+    # every group on, one wake batch: each parked host's packets went out during the observation,
+    # right after its probe's SYN (gear_shift_wake_during_observation), and its probe still saw it
+    # asleep, the fastest simulated resume included (its link down drops that SYN; the kernel sends
+    # it again after 1 s, past the probe's half second): each is woken by the wave, not found on
+    for a in st["actions"]:
+        if a["host"] in parked:
+            assert "(the first during the observation)" in a["attempts"][0]["report"], a
     for n in parked:
         woke = last(psim, n)
         assert woke["state"] == "on" and woke["why"] == "magic packet", (n, woke)

@@ -780,3 +780,38 @@ def test_the_controller_runs_the_whole_shift_only_when_the_plan_only_wakes_from_
     assert gsp.whole_from_controller(dict(plan, down_hosts=["a"]), "none") is False
     assert gsp.whole_from_controller(dict(plan, wake_play_hosts=["b"]), "none") is False
     assert gsp.whole_from_controller(dict(plan, bmc_check={"ok": False}), "none") is False
+
+
+EARLY_P = {"whole_shift": {"wake_during_observation": True}, "journal": True, "scheduler": "none",
+           "wake_health": False, "wake_undrain": False, "replicas": 2, "wake_batch_size": "100%",
+           "probe_timeout": 3.0, "parked_probe_timeout": 0.5, "wake_probe_timeout": 0.5,
+           "hosts": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
+EARLY_RECORDED = {"a": {"state": "asleep", "resume_hook": True}, "b": {"state": "asleep"},
+                  "c": {"state": "off", "resume_hook": True}}
+
+
+@pytest.mark.parametrize("change, on, check_mode, woken", [
+    ({}, [1, 2], False, ["a"]),                                        # asleep with its resume hook only
+    ({"wake_batch_size": "3"}, [1, 2], False, ["a"]),                  # a batch of every host
+    ({"wake_batch_size": "0"}, [1, 2], False, ["a"]),
+    ({}, [2], False, []),                                              # a group goes off: a BMC check could stop it
+    ({}, [1, 2], True, []),                                            # check mode
+    ({"whole_shift": None}, [1, 2], False, []),                        # the prepare call does not go on
+    ({"whole_shift": {"wake_during_observation": False}}, [1, 2], False, []),
+    ({"journal": False}, [1, 2], False, []),                           # gear_shift_power_ok false
+    ({"scheduler": "slurm"}, [1, 2], False, []),
+    ({"wake_health": True}, [1, 2], False, []),                        # a step on the woken hosts
+    ({"wake_undrain": True}, [1, 2], False, []),
+    ({"wake_batch_size": "50%"}, [1, 2], False, []),                   # a later batch would be woken early
+    ({"wake_batch_size": "2"}, [1, 2], False, []),
+    ({"parked_probe_timeout": 1.0, "wake_probe_timeout": 1.0}, [1, 2], False, []),   # the SYN's resend in the wait
+    ({"probe_timeout": 1.0, "parked_probe_timeout": 2.0, "wake_probe_timeout": 2.0}, [1, 2], False, []),
+    ({"probe_timeout": 0.9, "parked_probe_timeout": 2.0, "wake_probe_timeout": 2.0}, [1, 2], False, ["a"]),
+])
+def test_packets_go_out_during_the_observation_only_where_nothing_can_stop_the_shift_after_them(
+        change, on, check_mode, woken):
+    """shiftplan.wake_during_observation: only a whole shift of the prepare call that nothing can stop
+    once the packets are out (no group off, one wake batch, journal, not check mode, not Slurm, no
+    step), with a probe under a second, and only hosts parked asleep with their resume hook."""
+    from ansible.module_utils.fleetnap import shiftplan as gsp
+    assert gsp.wake_during_observation(dict(EARLY_P, **change), on, EARLY_RECORDED, check_mode) == woken

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible.module_utils.fleetnap.observe import answers, answers_within, observe
+from ansible.module_utils.fleetnap.observe import answers, answers_within, compile_greeting, greeting_after_wake, observe
 
 
 @pytest.fixture
@@ -383,3 +383,86 @@ def test_every_probe_thread_is_started_before_the_first_probe():
     seen = observe(hosts, 0.5, lambda b: b.status(), probe_concurrency=200, probe=probe)
     assert len(seen) == 200 and all(r["ssh"] for r in seen.values())
     assert seen_threads[0] >= before + 200, (before, seen_threads[:5])
+
+
+def _listener():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    return srv
+
+
+def test_packets_sent_during_the_probe_go_after_its_syn_and_only_that_connection_is_waited_on():
+    """greeting_after_wake: the SYN is out before wake() is called (its connection is already waiting
+    in the listener's queue when wake() looks), and the greeting is read on that connection."""
+    srv = _listener()
+    seen = {}
+
+    def wake():
+        srv.settimeout(0)
+        conn, _ = srv.accept()          # raises (BlockingIOError) if no SYN had left yet
+        seen["queued_before_wake"] = True
+        conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+        seen["conn"] = conn
+    try:
+        start = time.time()
+        ok, took, sent_at, error = greeting_after_wake("127.0.0.1", srv.getsockname()[1], compile_greeting("^SSH-"),
+                                                       0.5, wake)
+        assert seen.get("queued_before_wake") and error == "", (seen, error)
+        assert ok is True and 0 <= took < 0.5 and start - 0.001 <= sent_at <= time.time() + 0.001
+    finally:
+        srv.close()
+        if "conn" in seen:
+            seen["conn"].close()
+
+
+def test_a_host_silent_on_that_connection_is_not_probed_again_and_a_failed_wake_is_noted():
+    """An accepting but silent port (a NAT in front of a sleeping host): no greeting within the wait,
+    one connection only (a second SYN, after the packets, could reach a host they woke). A refused
+    port ends at once, the packets sent all the same. wake()'s failure is returned, not raised."""
+    srv = _listener()
+    try:
+        start = time.monotonic()
+        ok, took, sent_at, error = greeting_after_wake("127.0.0.1", srv.getsockname()[1], compile_greeting("^SSH-"),
+                                                       0.3, lambda: None)
+        assert ok is False and took is None and sent_at is not None and error == ""
+        assert 0.25 <= time.monotonic() - start < 1.5
+        srv.settimeout(0)
+        srv.accept()[0].close()
+        with pytest.raises(BlockingIOError):
+            srv.accept()                # the one connection, no other
+    finally:
+        srv.close()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))       # bound, not listening: refused
+    calls = []
+
+    def failing():
+        calls.append(1)
+        raise OSError("Network is unreachable")
+    try:
+        start = time.monotonic()
+        ok, took, sent_at, error = greeting_after_wake("127.0.0.1", closed.getsockname()[1], compile_greeting("^SSH-"),
+                                                       5.0, failing)
+        assert (ok, took, sent_at, error) == (False, None, None, "Network is unreachable") and calls == [1]
+        assert time.monotonic() - start < 2.5       # not the wait: a refusal is the answer
+    finally:
+        closed.close()
+
+
+def test_observe_wakes_a_host_during_its_probe_only_with_a_wait_under_a_second(greeter):
+    """observe(): a host's "wake" is called from its probe, its entry says when; a wait of a second or
+    more is refused (the SYN's first retransmission could then reach a host the packets woke)."""
+    calls = []
+    port = greeter(b"SSH-2.0-OpenSSH_9.2\r\n")
+    hosts = [{"name": "a", "address": "127.0.0.1", "port": port, "bmc": None, "probe_timeout": 0.5,
+              "wake": lambda: calls.append("a")},
+             {"name": "b", "address": "127.0.0.1", "port": port, "bmc": None}]
+    got = observe(hosts, 2, lambda bmc: "on")
+    assert calls == ["a"] and got["a"]["ssh"] is True and got["a"]["probes"] == 1
+    assert isinstance(got["a"]["wol_sent_at"], float) and got["a"]["wol_error"] == ""
+    assert got["b"]["ssh"] is True and "wol_sent_at" not in got["b"]
+    hosts[0]["probe_timeout"] = 1.0
+    with pytest.raises(ValueError, match="host a: woken during the observation with a probe of 1 s; it must be under 1 s"):
+        observe(hosts, 2, lambda bmc: "on")
+    assert calls == ["a"]

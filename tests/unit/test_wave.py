@@ -277,6 +277,36 @@ def test_magic_packets_are_sent_again_while_the_host_is_silent_and_the_report_sa
     assert r["attempts"][0]["report"].startswith("wol: magic packets sent 2 times; answered after "), r
 
 
+def test_packets_the_caller_sent_already_are_not_sent_again_and_the_wait_counts_from_them():
+    """A host whose packets went out during the observation (its wol_sent_at, 0.3 s ago): the wave
+    sends none while it waits, reports the wait since those packets, and says so."""
+    h = FakeHost()
+    w, sent = wave(wakes={"a": (h, 0.0)}, wol_timeout=3.0)
+    h.up(after=0.3)
+    r = w.wake([entry("a", h, wol_sent_at=time.time() - 0.3)])["a"]
+    assert r["ok"] and r["method"] == "wol" and sent == [], (r, sent)
+    assert r["wait_s"] >= 0.55 and r["elapsed_s"] >= r["wait_s"], r
+    assert r["attempts"][0]["report"].startswith(
+        "wol: magic packets sent once (the first during the observation); answered after "), r
+
+
+def test_packets_sent_during_the_observation_are_sent_again_a_period_after_them():
+    """The resend period counts from the packets the caller sent (0.8 s ago, a 1 s period): the
+    wave's first send is about 0.2 s in, not a whole period after it started."""
+    h = FakeHost()
+    calls = []
+
+    def send_wol(hh):
+        calls.append(time.monotonic())
+        h.up(after=0.05)
+    w = Wave(Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05), send_wol, wol_timeout=4.0, wol_resend=1.0)
+    start = time.monotonic()
+    r = w.wake([entry("a", h, wol_sent_at=time.time() - 0.8)])["a"]
+    assert r["ok"] and len(calls) == 1 and 0.1 <= calls[0] - start < 0.9, (r, calls, start)
+    assert r["attempts"][0]["report"].startswith(
+        "wol: magic packets sent 2 times (the first during the observation); answered after "), r
+
+
 def test_a_host_that_greets_slower_than_the_resend_period_is_still_seen():
     """Each period's wait ends its connections: two sends are at least a connection attempt and
     a greeting's wait apart, so a host awake and greeting in 0.7 s is seen with a resend asked

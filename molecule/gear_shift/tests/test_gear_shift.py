@@ -32,6 +32,12 @@ def test_two_shifts_recorded_the_last_with_every_host_on():
     assert all(h["state"] == "on" for h in state["hosts"].values())
     # each shift records its own actions only (both ran in one ansible-playbook run)
     assert sorted((a["host"], a["action"]) for a in state["actions"]) == [(h, "up") for h in parked], state["actions"]
+    # every group on, one wake batch: each parked guest's magic packets went out during the observation,
+    # right after its probe's SYN (gear_shift_wake_during_observation), and the probe still saw it asleep
+    # (behind QEMU's user networking the guest greets only once resumed, seconds later): woken by the
+    # wave (action up above, by wol), not taken for a host woken by hand
+    for a in state["actions"]:
+        assert a["method"] == "wol" and "(the first during the observation)" in a["attempts"][0]["report"], a
     assert not (GEAR / "shift.lock").exists()
 
 
