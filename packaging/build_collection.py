@@ -13,6 +13,8 @@ collection tree from those sources:
   share. Modules name them ``fleetnap.power.NAME`` (or ``fleetnap.power.NAME.VARIANT``) in
   ``extends_documentation_fragment`` in the repository already (``collections/`` links them there
   for ansible-doc); every such name must be a fragment, and variant, that exists;
+- ``plugins/action/`` from ``action_plugins/*.py`` (each the action of the module of its name), without
+  their lines for this repository's layout (``# fleetnap-repository-layout: begin`` to ``end``);
 - ``plugins/lookup/`` from ``lookup_plugins/*.py`` (``fleetnap.power.NAME`` in the repository's
   playbooks and roles already: ``collections/`` links them there too);
 - ``roles/`` and ``playbooks/`` (templates, task files and hooks included), with every task that
@@ -93,6 +95,20 @@ def rewrite_python(text: str, fqcn_mu: str, origin: Path) -> str:
         compile(out, str(origin), "exec")
     except SyntaxError as exc:
         raise BuildError("%s: does not compile after the import rewrite: %s" % (origin, exc))
+    return out
+
+
+REPO_LAYOUT_RE = re.compile(r"^# fleetnap-repository-layout: begin\b.*?^# fleetnap-repository-layout: end[^\n]*\n",
+                            re.M | re.S)
+
+
+def drop_repo_layout(text: str, origin: Path) -> str:
+    """An action plugin without its lines for this repository's layout (between the
+    ``# fleetnap-repository-layout: begin`` and ``end`` lines): the collection imports its
+    module_utils by their collection names."""
+    out, n = REPO_LAYOUT_RE.subn("", text)
+    if "fleetnap-repository-layout" in out or n > 1:
+        raise BuildError("%s: its repository-layout block must be one begin ... end pair" % origin)
     return out
 
 
@@ -361,6 +377,7 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
     mu_sources = sorted((REPO / "module_utils" / "fleetnap").glob("*.py"))
     fragment_sources = sorted((REPO / "doc_fragments").glob("*.py"))
     lookup_sources = sorted((REPO / "lookup_plugins").glob("*.py"))
+    action_sources = sorted((REPO / "action_plugins").glob("*.py"))
     role_dirs = sorted(p for p in (REPO / "roles").iterdir() if (p / "tasks").is_dir())
     if not module_sources or not mu_sources or not role_dirs:
         raise BuildError("library/, module_utils/fleetnap/ or roles/ is empty under %s" % REPO)
@@ -399,6 +416,12 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
         text, n = rewrite_doc_refs(rewrite_python(path.read_text(), fqcn_mu, path), prefix, modules)
         plugin_texts[Path("plugins/lookup") / path.name] = text
         doc_refs += n
+    for path in action_sources:
+        if path.stem not in modules:
+            raise BuildError("%s: an action plugin goes with the module of its name; there is no library/%s.py"
+                             % (path, path.name))
+        plugin_texts[Path("plugins/action") / path.name] = rewrite_python(drop_repo_layout(path.read_text(), path),
+                                                                         fqcn_mu, path)
 
     prepare_out(out)
     shutil.copy2(PACKAGING / "galaxy.yml", out / "galaxy.yml")
@@ -444,7 +467,7 @@ def build(out: Path, dist: Path | None, galaxy_bin: str) -> dict:
 
     result = {"collection_dir": str(out), "version": str(meta["version"]), "modules": len(modules),
               "module_utils": len(mu_sources), "doc_fragments": len(fragment_sources),
-              "lookup": len(lookup_sources), "roles": len(roles),
+              "lookup": len(lookup_sources), "action": len(action_sources), "roles": len(roles),
               "fqcn_rewrites": edits,
               "doc_fqcn_rewrites": doc_refs}
     if dist is not None:

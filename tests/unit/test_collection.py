@@ -28,7 +28,7 @@ from datasets import expected_disabled, raw_states
 
 FQ = "fleetnap.power"
 DATASET = "dell-9360-kbl"      # 4 CPUs: a real Kaby Lake laptop capture, small enough to be quick
-SOURCE_DIRS = ("library", "module_utils", "doc_fragments", "roles", "playbooks", "packaging")
+SOURCE_DIRS = ("library", "module_utils", "doc_fragments", "action_plugins", "roles", "playbooks", "packaging")
 GALAXY = yaml.safe_load((REPO / "packaging" / "galaxy.yml").read_text())
 TARBALL_NAME = "%s-%s-%s.tar.gz" % (GALAXY["namespace"], GALAXY["name"], GALAXY["version"])
 MODULES = sorted(p.stem for p in (REPO / "library").glob("*.py"))
@@ -122,6 +122,7 @@ def test_build_reads_sources_only_and_ships_everything(built):
     assert {"plugins/module_utils/%s" % m for m in MODULE_UTILS} <= names
     assert DOC_FRAGMENTS and {"plugins/doc_fragments/%s" % f for f in DOC_FRAGMENTS} <= names
     assert "plugins/lookup/power_records.py" in names
+    assert {"plugins/action/%s" % p.name for p in (REPO / "action_plugins").glob("*.py")} <= names
     assert {"roles/%s/tasks/main.yml" % r for r in ROLES} <= names
     assert {"playbooks/%s" % p.name for p in (REPO / "playbooks").glob("*.yml")} <= names
     assert {"meta/runtime.yml", "meta/execution-environment.yml", "bindep.txt", "README.md", "CHANGELOG.md"} <= names
@@ -173,6 +174,40 @@ def test_module_by_fqcn_with_module_utils_from_the_collection(built, tmp_path):
     # The short name does not resolve here: the module above came from the collection.
     short = _run(cmd[:-4] + ["-m", "cpuidle_info", "-a", cmd[-1]], built["env"], built["base"])
     assert short.returncode != 0 and "cpuidle_info" in short.stdout + short.stderr
+
+
+def test_gear_shift_prepare_runs_in_ansibles_process_from_the_collection(built, tmp_path):
+    """The collection's action plugin for gear_shift_prepare (its module_utils by their collection
+    names, the repository's lines dropped by the build): on the local connection the module runs in
+    Ansible's own process (no AnsiballZ payload left), and its result is the module's."""
+    text = (built["tree"] / "plugins" / "action" / "gear_shift_prepare.py").read_text()
+    assert "fleetnap-repository-layout" not in text and "DEFAULT_MODULE_UTILS_PATH" not in text
+    assert "from ansible_collections.fleetnap.power.plugins.module_utils import preparecall" in text
+    port = __import__("socket").socket()
+    port.bind(("127.0.0.1", 0))             # refused: the host is silent
+    args = {"lock_file": str(tmp_path / "gear" / "shift.lock"), "state_file": str(tmp_path / "gear" / "state.json"),
+            "gear": 1, "replicas": 1, "probe_timeout": 0.2, "lease": 60,
+            "hosts": [{"name": "a", "address": "127.0.0.1", "port": port.getsockname()[1],
+                       "inventory": {"group": 1, "up_methods": ["wol"], "wol_macs": ["02:00:00:00:00:01"]}}]}
+    got = {}
+    try:
+        for direct in ("true", "false"):
+            remote = tmp_path / ("remote-" + direct)
+            cmd = [VENV_BIN / "ansible", "localhost", "-i", "localhost,", "-c", "local", "--check",
+                   "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, "-e", "fleetnap_direct_execution=" + direct,
+                   "-m", "%s.gear_shift_prepare" % FQ, "-a", json.dumps(args)]
+            proc = _run(cmd, _json_env(built, ANSIBLE_KEEP_REMOTE_FILES="1", ANSIBLE_REMOTE_TMP=str(remote)),
+                        built["base"])
+            result = _json_report(proc)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+            assert proc.returncode == 0 and not result.get("failed"), result.get("msg")
+            got[direct] = (result, sorted(p.name for p in remote.rglob("AnsiballZ_*")))
+    finally:
+        port.close()
+    assert got["true"][1] == [] and got["false"][1] == ["AnsiballZ_gear_shift_prepare.py"], got
+    same = [dict((k, v) for k, v in r.items() if k not in ("started", "started_epoch", "observe_elapsed_s", "lock",
+                                                            "plan")) for r, _ in got.values()]
+    plans = [[dict((k, v) for k, v in row.items() if k != "since") for row in r["plan"]["rows"]] for r, _ in got.values()]
+    assert same[0] == same[1] and plans[0] == plans[1] and plans[0][0]["host"] == "a", (same, plans)
 
 
 def test_ansible_doc_renders_every_module(built):
