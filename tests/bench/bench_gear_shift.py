@@ -243,7 +243,8 @@ def main():
     rows = [r["up"] for r in runs]
     rep.print("Where the up shift's orchestration goes (reported, not a target):")
     rep.runs("  up shift, before the shift's lock (Ansible's start, the plays' tasks before the prepare call, its "
-             "arguments, payload and Python)", [r["before_lock_s"] for r in rows])
+             "arguments and its checks, in Ansible's process: the module's action plugin)",
+             [r["before_lock_s"] for r in rows])
     rep.runs("  up shift, the shift's own clock less the guests' wait (the observation, the plan, the journal, the "
              "record)", [r["clock_less_wait_s"] for r in rows])
     rep.runs("  up shift, after the record (the call's end, the tasks after it, the recap)",
