@@ -25,7 +25,8 @@ description:
     it was. A BMC command that cannot be started is that host's C(bmc_error), as for M(gear_observe). A lock this
     run held already (taken by an earlier task) is left held.
   - Its action plugin runs it in Ansible's own process when the task runs on the controller (the local connection,
-    without become, not async), as C(ansible.netcommon)'s direct execution runs network modules - AnsibleModule
+    without become, not async, no task timeout, no C(environment) of the task's own), as C(ansible.netcommon)'s
+    direct execution runs network modules - AnsibleModule
     itself, its arguments given directly and its result taken from AnsibleModule's result hook (ansible-core 2.19.1
     or later). No AnsiballZ payload is built (the syntax trees of the 79 files it sends) and no second Python imports
     them from a zip. The result is the module's, but the controller's Python runs it (not
@@ -312,12 +313,16 @@ options:
             group on and one wake batch (O(wake_batch_size)) takes every host, the probe shorter than 1 s - and
             only for hosts O(state_file) has parked asleep with gear_member's resume hook that wake by Wake-on-LAN
             first. A failure before the waves says which hosts got packets.
-          - A greeting within the wait on the connection whose SYN left before the packets still says the host
-            was awake before them - on a LAN, a sleeping host drops that SYN, and the kernel sends it again only
-            after 1 s. Behind a NAT that accepts for the host (QEMU's user networking) the SYN reaches the host
-            once it is up, so there only a wake longer than the wait (S3, seconds) keeps a host these packets
-            woke from being taken for one that was awake; set this false for hosts behind such a NAT that wake
-            faster.
+          - The greeting is read only on the connection whose SYN left before the packets. It still says the host
+            was awake before them as long as a host they woke cannot greet within the wait - where the controller
+            has the host's link-layer address, a sleeping host drops that SYN and the kernel sends it again only
+            after 1 s; where the SYN is held for the host instead (a NAT such as QEMU's user networking, a
+            hypervisor's queue, a SYN proxy, a neighbour entry still being resolved) it reaches the host once it
+            is up, and only a wake longer than the wait (S3 with the link's negotiation, seconds) says so. Set
+            this false for hosts that wake faster than the wait.
+          - When the observation then finds a host with a step to run (the shift goes through the wake play, not
+            this call's waves), the packets were sent all the same, and that wake's wave sends its own and waits
+            from them.
         type: bool
         default: true
 attributes:

@@ -98,8 +98,8 @@ def rewrite_python(text: str, fqcn_mu: str, origin: Path) -> str:
     return out
 
 
-REPO_LAYOUT_RE = re.compile(r"^# fleetnap-repository-layout: begin\b.*?^# fleetnap-repository-layout: end[^\n]*\n",
-                            re.M | re.S)
+REPO_LAYOUT_RE = re.compile(r"^[ \t]*# fleetnap-repository-layout: begin\b.*?^[ \t]*# fleetnap-repository-layout: end"
+                            r"[^\n]*\n", re.M | re.S)
 
 
 def drop_repo_layout(text: str, origin: Path) -> str:

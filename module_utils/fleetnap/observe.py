@@ -299,12 +299,14 @@ def greeting_after_wake(host, port, matcher, timeout, wake, clock=time.monotonic
     packets) is called, then its greeting awaited on that connection only, ``timeout`` s from the
     start (no new attempt: a SYN sent after the packets could reach a host they woke).
 
-    A host asleep when the SYN left drops it; the kernel sends it again only after 1 s (and a
-    neighbour entry being resolved waits as long), later than a ``timeout`` under
-    EARLY_WAKE_MAX_WINDOW_S: a greeting within ``timeout`` was sent by a host that was awake before
-    its packets, as with no packets. Behind a NAT that accepts for the host (QEMU's user
-    networking), the SYN reaches the host once it is up: there only a wake longer than
-    ``timeout`` (S3: seconds) keeps the greeting out of it. ``wake()`` is called whatever the
+    A greeting within ``timeout`` says the host was awake before its packets as long as a host they
+    woke cannot greet within it. Where the controller has the host's link-layer address, a host
+    asleep when the SYN left drops it, and the kernel sends it again only after 1 s, later than a
+    ``timeout`` under EARLY_WAKE_MAX_WINDOW_S. Where the SYN is held for the host instead (a NAT
+    that accepts for it, such as QEMU's user networking, a hypervisor's queue, a SYN proxy, a
+    neighbour entry still being resolved, which the woken host's own first ARP completes), it
+    reaches the host once it is up: there only a wake longer than ``timeout`` (S3 with the link's
+    negotiation: seconds) keeps the greeting out of it. ``wake()`` is called whatever the
     connection did (refused, unreachable: the host is to be woken all the same); its exception is
     returned, never raised.
 

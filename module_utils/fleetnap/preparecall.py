@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A gear shift's prepare call as M(gear_shift_prepare) makes it: its argument spec and run(module),
 the lock, the observation, the plan and its journal, and, with whole_shift, the waves and the
-record in the same process. The module runs it with an AnsibleModule; its action plugin, on the
-controller, with controller.ControllerModule (the same checks, in Ansible's own process).
+record in the same process. The module runs it with its AnsibleModule; its action plugin, on the
+controller, with an AnsibleModule in Ansible's own process.
 Standard library only; the caller owns the module object."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ansible.module_utils.fleetnap.gearshift import ShiftError, check_host_recor
 from ansible.module_utils.fleetnap.observe import compile_greeting
 from ansible.module_utils.fleetnap.secrets import Scrubber
 from ansible.module_utils.fleetnap.validate import ParamError, check_params, number, path, text, validate
-from ansible.module_utils.fleetnap.wol import build_packet, send_packets
+from ansible.module_utils.fleetnap.wol import WolError, build_packet, resolve, send_packets
 
 CHECKS = dict(shiftplan.CHECKS, lock_file=path(), purpose=text(max_len=500), lease=number(lo=1, hi=604800, integer=True))
 # whole_shift's wave options (gear_wave's checks) and the record's files (gear_record's)
@@ -63,31 +63,55 @@ def wave_hosts(p, seen, plan):
     return waves
 
 
-def early_wakes(p, on, recorded, check_mode):
-    """name -> a callable sending the host's magic packets (as its wave sends them), for the hosts
-    whose packets go out during the observation (shiftplan.wake_during_observation) that wake by
-    Wake-on-LAN first and whose wake fields pass the wave's checks (one that does not is refused
-    by them once the plan names it, before anything is sent)."""
-    entries = dict((h["name"], h) for h in p["hosts"])
-    repeat = wavecall.options()["wol_repeat"]["default"]
-    out = {}
-    for n in shiftplan.wake_during_observation(p, on, recorded, check_mode):
-        h = dict(wavecall.own_defaults(), **dict((k, entries[n].get(k)) for k in HOST_KEYS))
-        try:
-            wavecall.wake_fields_from({n: entries[n]["inventory"] or {}}, [h])
-            wavecall.check_wave_hosts("up", [h])
-        except (ParamError, ValueError):
-            continue
-        if h["up_methods"][0] != "wol":
-            continue
-        out[n] = functools.partial(send_packets, [build_packet(m) for m in h["wol_macs"]], h["wol_address"],
-                                   h["wol_port"], repeat=repeat)
-    return out
+class EarlyWakes(object):
+    """The hosts whose magic packets go out during the observation (shiftplan.wake_during_observation)
+    that wake by Wake-on-LAN first and whose wake fields pass the wave's checks (one that does not
+    is refused by them once the plan names it, before anything is sent): ``senders`` (name -> a
+    callable sending its packets as its wave sends them, to the address resolved here: nothing is
+    resolved in the probe's window), and what they did - ``tried`` (names, in the order called),
+    ``sent`` (name -> time.monotonic() once its packets were out: the wave waits from then)."""
+
+    def __init__(self, p, on, recorded, check_mode):
+        entries = dict((h["name"], h) for h in p["hosts"])
+        repeat = wavecall.options()["wol_repeat"]["default"]
+        self.senders, self.tried, self.sent = {}, [], {}
+        for n in shiftplan.wake_during_observation(p, on, recorded, check_mode):
+            h = dict(wavecall.own_defaults(), **dict((k, entries[n].get(k)) for k in HOST_KEYS))
+            try:
+                wavecall.wake_fields_from({n: entries[n]["inventory"] or {}}, [h])
+                wavecall.check_wave_hosts("up", [h])
+                sockaddr = resolve(h["wol_address"], h["wol_port"])[1]
+            except (ParamError, ValueError, WolError):
+                continue
+            if h["up_methods"][0] != "wol":
+                continue
+            self.senders[n] = functools.partial(self._send, n, [build_packet(m) for m in h["wol_macs"]],
+                                                sockaddr[0], h["wol_port"], repeat)
+
+    def _send(self, name, packets, address, port, repeat):
+        self.tried.append(name)
+        send_packets(packets, address, port, repeat=repeat)
+        self.sent[name] = time.monotonic()
+
+    def note(self):
+        """What a failure before the waves says of them ("" when none was tried)."""
+        if not self.tried:
+            return ""
+        sent = [n for n in self.tried if n in self.sent]
+        out = ""
+        if sent:
+            out += ("; magic packets went to %s during the observation (a host they woke is back in its in-service "
+                    "sleep policy by itself: its resume hook; the next shift sees it on)" % ", ".join(sent))
+        failed = [n for n in self.tried if n not in self.sent]
+        if failed:
+            out += "; sending magic packets to %s during the observation failed (some may have left)" % ", ".join(failed)
+        return out
 
 
-def go_on(module, p, seen, plan, started, waves, failed):
+def go_on(module, p, seen, plan, started, waves, failed, sent=None):
     """The plan's waves, each written into the journal as gear_wave writes it, then the record as
-    gear_record makes it: (the waves' results, the record's). A failure: ``failed(msg, waves=...)``
+    gear_record makes it: (the waves' results, the record's). ``sent``: name -> time.monotonic() of
+    the host's magic packets sent during the observation (EarlyWakes.sent). A failure: ``failed(msg, waves=...)``
     (the lock released), with the waves that ran."""
     given = p["whole_shift"]
     wp = dict((k, v.get("default")) for k, v in wavecall.options().items())
@@ -95,10 +119,11 @@ def go_on(module, p, seen, plan, started, waves, failed):
     wp.update((k, p[k]) for k in ("min_interval", "retries", "session_timeout", "rate_limit_dir"))
     scrubber = Scrubber(*[h.get("bmc_password") for h in p["hosts"] if isinstance(h.get("bmc_password"), str)])
     matcher = compile_greeting(wp["greeting"])
+    sent = sent or {}
     for hosts in waves:             # a host whose packets went out during the observation: its wait since then
         for h in hosts:
-            if (seen.get(h["name"]) or {}).get("wol_sent_at") is not None:
-                h["wol_sent_at"] = seen[h["name"]]["wol_sent_at"]
+            if h["name"] in sent:
+                h["wol_sent_mono"] = sent[h["name"]]
     done = []
     try:
         for wave, hosts in zip(plan["wake_waves"], waves):
@@ -169,12 +194,11 @@ def run(module):
     # released on a failure only when this call took it (not a lock this run held already)
     taken = bool(lock.get("changed")) and lock["held"] and not module.check_mode
 
-    woken_early = []    # the hosts whose magic packets went out during the observation
+    early = None        # the magic packets sent during the observation (EarlyWakes)
 
     def failed(msg, **extra):
-        if woken_early and "waves" not in extra:
-            msg += ("; magic packets went to %s during the observation (a host they woke is back in its in-service "
-                    "sleep policy by itself: its resume hook; the next shift sees it on)" % ", ".join(woken_early))
+        if early is not None and "waves" not in extra:
+            msg += early.note()
         released = False
         if taken:
             try:
@@ -188,9 +212,8 @@ def run(module):
                          lock_released=released, **extra)
     try:
         recorded = read_states(p["state_file"])
-        seen, elapsed = fleetobserve.run(module, p, tools, "needed", on, recorded=recorded,
-                                         wake=early_wakes(p, on, recorded, module.check_mode))
-        woken_early.extend(n for n in seen if seen[n].get("wol_sent_at") is not None)
+        early = EarlyWakes(p, on, recorded, module.check_mode)
+        seen, elapsed = fleetobserve.run(module, p, tools, "needed", on, recorded=recorded, wake=early.senders)
         plan = shiftplan.make(p, seen, day)
         whole = p["whole_shift"] is not None and p["journal"] and not module.check_mode \
             and shiftplan.whole_from_controller(plan, p["scheduler"])
@@ -213,6 +236,6 @@ def run(module):
                observe_elapsed_s=elapsed, plan=plan, started_epoch=round(started, 3),
                started=datetime.fromtimestamp(started, timezone.utc).isoformat(), went_on=whole)
     if whole:
-        out["waves"], out["record"] = go_on(module, p, seen, plan, started, waves, failed)
+        out["waves"], out["record"] = go_on(module, p, seen, plan, started, waves, failed, sent=early.sent)
         out["changed"] = True
     module.exit_json(**out)

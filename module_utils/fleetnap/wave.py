@@ -267,10 +267,11 @@ class Wave(object):
 
     def _wake_one(self, h):
         t0 = self.clock()
-        # packets the caller sent already (gear_shift_prepare's, during its observation): the wait is since them
+        # packets the caller sent already (gear_shift_prepare's, during its observation, at this clock's
+        # wol_sent_mono): the wait is since them
         early = None
-        if h.get("wol_sent_at") is not None and h["up_methods"][:1] == ["wol"]:
-            early = t0 - max(0.0, self.wall() - float(h["wol_sent_at"]))
+        if h.get("wol_sent_mono") is not None and h["up_methods"][:1] == ["wol"]:
+            early = min(t0, float(h["wol_sent_mono"]))
             t0 = early
         attempts, waited = [], 0.0
         for m in h["up_methods"]:

@@ -94,3 +94,63 @@ def test_a_refusal_is_the_same_in_both_and_a_direct_execution_that_is_no_boolean
             odd
     finally:
         port.close()
+
+
+def test_a_whole_shift_in_ansibles_process_wakes_records_and_releases_its_lock_also_on_a_failure(tmp_path):
+    """Not check mode, in Ansible's process: the lock taken, the parked host woken by a real magic
+    packet (sent during the observation), the journal and the record written, the lock released;
+    then a record that cannot be written (its directory missing) fails the call naming it, and the
+    lock is released all the same."""
+    import test_gear_shift_prepare_whole as whole
+    parked, on, udp = whole._servers()
+    packets = []
+    waiter = whole._woken_by_packet(parked, udp, packets)
+    try:
+        gear = tmp_path / "gear"
+        args = whole._args(tmp_path, parked, on, udp)
+        (gear / "state.json").write_text(json.dumps(whole.PARKED))
+        got, files, _ = _run(tmp_path, args, "true", check=False)
+        assert files == [] and not got.get("failed") and got["went_on"] is True, got
+        rec = got["record"]
+        assert rec["result"] == "ok" and rec["lock_released"] is True and not (gear / "shift.lock").exists(), rec
+        (action,) = rec["record"]["actions"]
+        assert (action["host"], action["method"]) == ("h1", "wol") and packets == [whole.PACKET] * 3, packets
+        assert "(the first during the observation)" in action["attempts"][0]["report"], action
+        doc = json.loads((gear / "state.json").read_text())
+        assert doc["result"] == "ok" and doc["hosts"]["h1"]["state"] == "on" and "in_progress" not in doc, doc
+        # parked again (the host, awake, is put back), the history's directory missing: refused, released
+        (gear / "state.json").write_text(json.dumps(whole.PARKED))
+        bad = dict(args, whole_shift=dict(args["whole_shift"], history_file=str(gear / "missing" / "history.jsonl")))
+        failed, files, _ = _run(tmp_path, bad, "true", check=False)
+        assert files == [] and failed.get("failed"), failed
+        assert "could not be recorded: option history_file: its directory %s does not exist" % (gear / "missing") \
+            in failed["msg"] and failed["msg"].endswith("(the gear-shift lock was released)"), failed["msg"]
+        assert failed["lock_released"] is True and not (gear / "shift.lock").exists()
+    finally:
+        whole._stop(parked, on, udp=udp)
+        waiter.join()
+
+
+def test_a_task_timeout_or_an_environment_of_its_own_runs_the_module_as_a_module(tmp_path):
+    """A task with a timeout (its alarm could cut the call between its lock and the lock's release)
+    or an environment of its own (the module's process would have it) runs the module the usual
+    way: one AnsiballZ payload each; the plain task beside them builds none."""
+    port = _refusing_port()
+    args = _args(tmp_path, port.getsockname()[1])
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "plain", "gear_shift_prepare": args, "check_mode": True},
+        {"name": "with a timeout", "gear_shift_prepare": args, "check_mode": True, "timeout": 60},
+        {"name": "with an environment", "gear_shift_prepare": args, "check_mode": True,
+         "environment": {"FLEETNAP_TEST": "1"}}]}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    remote = tmp_path / "remote"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_KEEP_REMOTE_FILES="1",
+               ANSIBLE_REMOTE_TMP=str(remote), ANSIBLE_NOCOLOR="1")
+    try:
+        proc = subprocess.run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                               "-e", "ansible_python_interpreter=%s" % TARGET_PYTHON, str(tmp_path / "play.yml")],
+                              capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=180)
+    finally:
+        port.close()
+    assert proc.returncode == 0 and "ok=3" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert len(list(remote.rglob("AnsiballZ_gear_shift_prepare.py"))) == 2, sorted(remote.rglob("*"))

@@ -393,14 +393,15 @@ def _listener():
 
 
 def test_packets_sent_during_the_probe_go_after_its_syn_and_only_that_connection_is_waited_on():
-    """greeting_after_wake: the SYN is out before wake() is called (its connection is already waiting
-    in the listener's queue when wake() looks), and the greeting is read on that connection."""
+    """greeting_after_wake: the SYN is out before wake() is called (wake() accepts the connection,
+    and greets on it: a connection opened after wake() could not be there to accept), and the
+    greeting is read on that connection."""
     srv = _listener()
     seen = {}
 
     def wake():
-        srv.settimeout(0)
-        conn, _ = srv.accept()          # raises (BlockingIOError) if no SYN had left yet
+        srv.settimeout(5)
+        conn, _ = srv.accept()          # the connection made before wake() was called (nothing else connects)
         seen["queued_before_wake"] = True
         conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
         seen["conn"] = conn

@@ -278,12 +278,12 @@ def test_magic_packets_are_sent_again_while_the_host_is_silent_and_the_report_sa
 
 
 def test_packets_the_caller_sent_already_are_not_sent_again_and_the_wait_counts_from_them():
-    """A host whose packets went out during the observation (its wol_sent_at, 0.3 s ago): the wave
+    """A host whose packets went out during the observation (its wol_sent_mono, 0.3 s ago): the wave
     sends none while it waits, reports the wait since those packets, and says so."""
     h = FakeHost()
     w, sent = wave(wakes={"a": (h, 0.0)}, wol_timeout=3.0)
     h.up(after=0.3)
-    r = w.wake([entry("a", h, wol_sent_at=time.time() - 0.3)])["a"]
+    r = w.wake([entry("a", h, wol_sent_mono=time.monotonic() - 0.3)])["a"]
     assert r["ok"] and r["method"] == "wol" and sent == [], (r, sent)
     assert r["wait_s"] >= 0.55 and r["elapsed_s"] >= r["wait_s"], r
     assert r["attempts"][0]["report"].startswith(
@@ -301,7 +301,7 @@ def test_packets_sent_during_the_observation_are_sent_again_a_period_after_them(
         h.up(after=0.05)
     w = Wave(Probe(connect_timeout=0.3, probe_timeout=0.5, interval=0.05), send_wol, wol_timeout=4.0, wol_resend=1.0)
     start = time.monotonic()
-    r = w.wake([entry("a", h, wol_sent_at=time.time() - 0.8)])["a"]
+    r = w.wake([entry("a", h, wol_sent_mono=time.monotonic() - 0.8)])["a"]
     assert r["ok"] and len(calls) == 1 and 0.1 <= calls[0] - start < 0.9, (r, calls, start)
     assert r["attempts"][0]["report"].startswith(
         "wol: magic packets sent 2 times (the first during the observation); answered after "), r
