@@ -609,6 +609,10 @@ GEAR_SHIFT_PREPARE = [
      "option whole_shift.metrics_dir: '..' is not allowed"),
     ("whole_shift cycle_unresponsive a word", dict(GP, whole_shift=dict(WS, cycle_unresponsive="sometimes")),
      "cycle_unresponsive"),
+    ("whole_shift wake_during_observation a word", dict(GP, whole_shift=dict(WS, wake_during_observation="perhaps")),
+     "wake_during_observation"),
+    ("whole_shift wake_during_observation a list", dict(GP, whole_shift=dict(WS, wake_during_observation=[True])),
+     "wake_during_observation"),
     ("whole_shift unknown key", dict(GP, whole_shift=dict(WS, down_timeout=5)), "Unsupported parameters"),
     # the lock
     ("held by a live process", GP_IN, "another shift holds the lock"),
