@@ -4,7 +4,7 @@
 """The action of M(gear_shift_prepare): on the controller, the module runs in Ansible's own process.
 
 The prepare call always runs on the controller (the role delegates it to localhost). There, building
-its AnsiballZ payload (the syntax trees of the module and of the 79 module_utils files it sends) and
+its AnsiballZ payload (the syntax trees of the module and of every module_utils file it sends) and
 starting a second Python that imports them all from a zip without bytecode cost more than the rest
 of an up-shift's orchestration. So when the task runs over the local connection, without become,
 not async, without a task timeout (its alarm would cut the call short between its lock and the

@@ -28,7 +28,7 @@ description:
     without become, not async, no task timeout, no C(environment) of the task's own), as C(ansible.netcommon)'s
     direct execution runs network modules - AnsibleModule
     itself, its arguments given directly and its result taken from AnsibleModule's result hook (ansible-core 2.19.1
-    or later). No AnsiballZ payload is built (the syntax trees of the 79 files it sends) and no second Python imports
+    or later). No AnsiballZ payload is built (the syntax trees of every module_utils file it sends) and no second Python imports
     them from a zip. The result is the module's, but the controller's Python runs it (not
     C(ansible_python_interpreter)). Elsewhere, or with the variable C(fleetnap_direct_execution=false), it runs as any
     module does.

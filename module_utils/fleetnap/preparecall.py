@@ -47,6 +47,12 @@ def whole_shift_options():
     )
 
 
+def wave_host(entry):
+    """A host entry as gear_wave takes it: its own fields, gear_wave's per-host defaults under them
+    (the wake fields come from the observation, or the inventory: wavecall.wake_fields_from)."""
+    return dict(wavecall.own_defaults(), **dict((k, entry.get(k)) for k in HOST_KEYS))
+
+
 def wave_hosts(p, seen, plan):
     """Each of the plan's wake_waves' hosts to wake as gear_wave takes them (the entry's own fields,
     gear_wave's per-host defaults, the wake fields from the observation), checked as gear_wave
@@ -54,7 +60,7 @@ def wave_hosts(p, seen, plan):
     entries = dict((h["name"], h) for h in p["hosts"])
     waves = []
     for wave in plan["wake_waves"]:
-        hosts = [dict(wavecall.own_defaults(), **dict((k, entries[n].get(k)) for k in HOST_KEYS)) for n in wave["up"]]
+        hosts = [wave_host(entries[n]) for n in wave["up"]]
         try:
             wavecall.check("up", hosts, "^SSH-", observed=seen)
         except ValueError as exc:   # hosts[i] is the wave's: named
@@ -76,7 +82,7 @@ class EarlyWakes(object):
         repeat = wavecall.options()["wol_repeat"]["default"]
         self.senders, self.tried, self.sent = {}, [], {}
         for n in shiftplan.wake_during_observation(p, on, recorded, check_mode):
-            h = dict(wavecall.own_defaults(), **dict((k, entries[n].get(k)) for k in HOST_KEYS))
+            h = wave_host(entries[n])
             try:
                 wavecall.wake_fields_from({n: entries[n]["inventory"] or {}}, [h])
                 wavecall.check_wave_hosts("up", [h])
